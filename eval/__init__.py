@@ -1,0 +1,1 @@
+"""The built-in shift benchmark: simulator backends (``eval.envs``), shift factors, pairing, statistics, reports."""

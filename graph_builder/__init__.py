@@ -1,0 +1,1 @@
+"""Offline: demonstrations → spatiotemporal motion-primitive graph with a FAISS index."""
