@@ -1,0 +1,221 @@
+"""Scripted experts for the built-in tasks: privileged, closed-loop waypoint controllers.
+
+An expert reads object poses from the simulator (it is bound to a :class:`~eval.envs.robosuite_env.SimEnv`) and
+walks a list of phases — hover, descend, close, lift, carry, lower, open, retreat — each re-targeting on the
+*current* object poses every step, so small slips are corrected rather than replayed. Actions are robosuite
+OSC_POSE deltas in [-1, 1] (±5 cm and ±0.5 rad per step at full scale); the gripper is -1 open, +1 closed.
+It implements the Policy protocol and returns a one-step chunk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from r2a_core.errors import R2AInputError
+from r2a_core.rotations import quat_to_axis_angle, quat_to_matrix
+
+if TYPE_CHECKING:  # pragma: no cover
+    from eval.envs.robosuite_env import SimEnv
+
+OPEN, CLOSED = -1.0, 1.0
+POS_SCALE, ROT_SCALE = 0.05, 0.5  # OSC_POSE output_max for position (m) and rotation (rad)
+YAW_TOLERANCE = 0.08  # rad; descend only once the hand is turned, or it sweeps neighbouring objects
+#: grip site pointing straight down (world z flipped), fingers closing along world y at yaw 0
+DOWN = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
+
+
+def _rot_z(yaw: float) -> np.ndarray:
+    c, s = np.cos(yaw), np.sin(yaw)
+    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
+
+
+def _matrix_to_axis_angle(m: np.ndarray) -> np.ndarray:
+    angle = np.arccos(np.clip((np.trace(m) - 1.0) / 2.0, -1.0, 1.0))
+    if angle < 1e-6:
+        return np.zeros(3)
+    axis = np.array([m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]])
+    norm = np.linalg.norm(axis)
+    if norm < 1e-9:  # angle ≈ π: take the axis from the symmetric part
+        axis = np.sqrt(np.maximum((np.diag(m) + 1.0) / 2.0, 0.0))
+        norm = np.linalg.norm(axis)
+    return axis / norm * angle
+
+
+def _yaw_of(quat_wxyz: np.ndarray) -> float:
+    m = quat_to_matrix(quat_wxyz)
+    return float(np.arctan2(m[1, 0], m[0, 0]))
+
+
+@dataclass
+class Phase:
+    """One waypoint: where the grip site should go, the gripper command, and when the phase is over."""
+
+    name: str
+    target: Callable[["SimEnv"], np.ndarray]
+    gripper: float
+    tolerance: float = 0.01
+    hold_steps: int = 0
+    yaw_object: str | None = None
+    max_steps: int = 120
+    #: the object that must stay in the hand; if it slips, the expert starts that pick again
+    holding: str | None = None
+
+
+class ScriptedExpert:
+    """Walks ``phases`` in order; implements ``infer(obs) -> {"actions": (1, 7)}`` and ``reset()``."""
+
+    def __init__(self, sim: "SimEnv", phases: list[Phase], gain: float = 2.0) -> None:
+        self.sim, self.phases, self.gain = sim, phases, gain
+        self.reset()
+
+    def reset(self) -> None:
+        self._index, self._steps_in_phase, self._held = 0, 0, 0
+        self._yaw_target: float | None = None
+
+    @property
+    def phase(self) -> Phase:
+        return self.phases[min(self._index, len(self.phases) - 1)]
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        phase = self.phase
+        if phase.holding is not None and not self.sim.is_grasped(phase.holding):
+            self._restart_pick()
+            phase = self.phase
+        target = phase.target(self.sim)
+        error = target - self.sim.ee_pos()
+        action = np.zeros(7, dtype=np.float32)
+        action[:3] = np.clip(error / POS_SCALE * self.gain, -1.0, 1.0)
+        rotation_error = self._rotation_error(phase)
+        action[3:6] = np.clip(rotation_error / ROT_SCALE, -1.0, 1.0)
+        action[6] = phase.gripper
+        aligned = phase.yaw_object is None or float(np.linalg.norm(rotation_error)) < YAW_TOLERANCE
+        self._advance(phase, float(np.linalg.norm(error)) if aligned else np.inf)
+        return {"actions": action[None, :], "phase": phase.name}
+
+    def _advance(self, phase: Phase, distance: float) -> None:
+        self._steps_in_phase += 1
+        if distance < phase.tolerance:
+            self._held += 1
+        if self._held > phase.hold_steps or self._steps_in_phase >= phase.max_steps:
+            if self._index < len(self.phases) - 1:
+                self._index += 1
+            self._steps_in_phase, self._held = 0, 0
+
+    def _restart_pick(self) -> None:
+        """Go back to the hover phase of the current pick (the object slipped or was never grasped)."""
+        hover = max(i for i in range(self._index + 1) if self.phases[i].name == "hover")
+        self._index, self._steps_in_phase, self._held = hover, 0, 0
+        self._yaw_target = None
+
+    def _rotation_error(self, phase: Phase) -> np.ndarray:
+        """World-frame axis-angle from the current grip orientation to 'down, yaw-aligned with the object'."""
+        current = quat_to_matrix(self.sim.ee_quat())
+        if phase.yaw_object is not None:
+            self._yaw_target = self._aligned_yaw(phase.yaw_object, current)
+        if self._yaw_target is None:
+            self._yaw_target = float(np.arctan2(current[1, 0], current[0, 0]))
+        desired = _rot_z(self._yaw_target) @ DOWN
+        return _matrix_to_axis_angle(desired @ current.T)
+
+    def _aligned_yaw(self, obj: str, current: np.ndarray) -> float:
+        """A yaw that puts the fingers across two faces of ``obj`` and away from its nearby neighbours.
+
+        Cubes are symmetric under 90°, so there are two finger lines; take the one most perpendicular to the
+        objects within 12 cm (fingers open 8 cm wide and would hit them), then the smaller rotation.
+        """
+        obj_yaw = _yaw_of(self.sim.object_quat(obj))
+        grip_yaw = float(np.arctan2(current[1, 0], current[0, 0]))
+        candidates = obj_yaw + np.arange(-4, 5) * (np.pi / 2)
+        rotation = np.abs(np.angle(np.exp(1j * (candidates - grip_yaw))))
+        clutter = np.array([self._finger_clutter(obj, yaw) for yaw in candidates])
+        best = np.lexsort((rotation, np.round(clutter, 3)))[0]
+        return float(grip_yaw + np.angle(np.exp(1j * (candidates[best] - grip_yaw))))
+
+    def _finger_clutter(self, obj: str, yaw: float) -> float:
+        centre = self.sim.object_pos(obj)[:2]
+        fingers = np.array([np.cos(yaw), np.sin(yaw)])
+        score = 0.0
+        for other in self.sim.task.objects:
+            offset = self.sim.object_pos(other)[:2] - centre
+            distance = float(np.linalg.norm(offset))
+            if other != obj and distance < 0.12:
+                score += abs(float(fingers @ offset)) / distance
+        return score
+
+
+# ------------------------------------------------------------------------------------------ phase builders
+def _above(obj: str, height: float) -> Callable[["SimEnv"], np.ndarray]:
+    return lambda sim: sim.object_pos(obj) + np.array([0.0, 0.0, height])
+
+
+def _at(obj: str, dz: float = 0.0) -> Callable[["SimEnv"], np.ndarray]:
+    return lambda sim: sim.object_pos(obj) + np.array([0.0, 0.0, dz])
+
+
+def _raised(height: float) -> Callable[["SimEnv"], np.ndarray]:
+    """Straight up to ``height`` above the table, staying where the grip site is."""
+    return lambda sim: np.array([*sim.ee_pos()[:2], sim.table_height() + height])
+
+
+def _carry(held: str, goal: Callable[["SimEnv"], np.ndarray]) -> Callable[["SimEnv"], np.ndarray]:
+    """Move the grip site so that the *held object* (not the hand) ends at ``goal``."""
+    return lambda sim: sim.ee_pos() + (goal(sim) - sim.object_pos(held))
+
+
+def pick(obj: str, grasp_dz: float = 0.0, lift: float = 0.12, yaw: bool = True) -> list[Phase]:
+    yaw_obj = obj if yaw else None
+    return [
+        Phase("hover", _above(obj, 0.10), OPEN, tolerance=0.015, yaw_object=yaw_obj),
+        Phase("descend", _at(obj, grasp_dz), OPEN, tolerance=0.01, yaw_object=yaw_obj, max_steps=60),
+        Phase("close", _at(obj, grasp_dz), CLOSED, tolerance=1.0, hold_steps=8),
+        Phase("lift", _raised(lift), CLOSED, tolerance=0.02, holding=obj),
+    ]
+
+
+def place_on(held: str, base: str, rest_height: float, clearance: float = 0.04) -> list[Phase]:
+    """Carry ``held`` above ``base``, lower until its centre is ``rest_height`` above ``base``'s, release."""
+    above = lambda sim: sim.object_pos(base) + np.array([0.0, 0.0, rest_height + clearance])  # noqa: E731
+    onto = lambda sim: sim.object_pos(base) + np.array([0.0, 0.0, rest_height + 0.005])  # noqa: E731
+    return [
+        Phase("carry", _carry(held, above), CLOSED, tolerance=0.008, max_steps=100, holding=held),
+        Phase("lower", _carry(held, onto), CLOSED, tolerance=0.006, max_steps=50, holding=held),
+        Phase("release", lambda sim: sim.ee_pos(), OPEN, tolerance=1.0, hold_steps=6),
+        Phase("retreat", _raised(0.17), OPEN, tolerance=0.02, max_steps=40),
+    ]
+
+
+def _can_phases(sim: "SimEnv") -> list[Phase]:
+    high_over_bin = lambda s: s.bin_target() + np.array([0.0, 0.0, 0.22])  # noqa: E731  clears the walls
+    in_bin = lambda s: s.bin_target() + np.array([0.0, 0.0, 0.1])  # noqa: E731
+    return pick("Can", grasp_dz=0.0, lift=0.25, yaw=False) + [
+        Phase("carry", _carry("Can", high_over_bin), CLOSED, tolerance=0.035, max_steps=120, holding="Can"),
+        Phase("lower", _carry("Can", in_bin), CLOSED, tolerance=0.03, max_steps=40, holding="Can"),
+        Phase("release", lambda s: s.ee_pos(), OPEN, tolerance=1.0, hold_steps=10),
+        Phase("retreat", lambda s: s.ee_pos() + np.array([0.0, 0.0, 0.05]), OPEN, tolerance=1.0,
+              hold_steps=200),
+    ]
+
+
+def _hold(sim: "SimEnv") -> list[Phase]:
+    return [Phase("hold", lambda s: s.ee_pos(), OPEN, tolerance=1.0, hold_steps=10_000)]
+
+
+EXPERT_PHASES: dict[str, Callable[["SimEnv"], list[Phase]]] = {
+    "Lift": lambda sim: pick("cube", lift=0.15) + [
+        Phase("hold", _raised(0.15), CLOSED, tolerance=1.0, hold_steps=10_000)],
+    "Stack": lambda sim: pick("cubeA") + place_on("cubeA", "cubeB", 0.045) + _hold(sim),
+    "PickPlaceCan": _can_phases,
+    "StackThree": lambda sim: pick("cubeA") + place_on("cubeA", "cubeB", 0.045)
+    + pick("cubeC", lift=0.16) + place_on("cubeC", "cubeA", 0.04) + _hold(sim),
+}
+
+
+def make_expert(sim: "SimEnv") -> ScriptedExpert:
+    """The scripted expert for the task ``sim`` was built for."""
+    name = sim.task.name
+    if name not in EXPERT_PHASES:
+        raise R2AInputError(f"no scripted expert for task '{name}'; experts exist for: {', '.join(EXPERT_PHASES)}")
+    return ScriptedExpert(sim, EXPERT_PHASES[name](sim))

@@ -1,0 +1,267 @@
+"""The robosuite + MuJoCo simulator backend: Panda arm, OSC_POSE delta actions, agentview and wrist cameras.
+
+``SimEnv`` hides robosuite behind the observation dict of :mod:`r2a_core.types` and adds what the benchmark
+needs: exact seeding of an existing environment, a state fingerprint, get/set state, stage predicates.
+Environments are built with ``hard_reset=False``: resets are ~10× faster, model edits persist, and robosuite's
+default hard reset corrupts camera images once an old GL context is garbage-collected (DESIGN.md §7).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from eval.envs.rendering import apply_render_quality, configure_headless_gl
+from eval.envs.tasks import Task, get_task
+from r2a_core.errors import R2AInputError
+from r2a_core.rotations import xyzw_to_wxyz
+from r2a_core.types import (CAMERAS, OSC_POSE_DELTA, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER,
+                            STATE_JOINT_POS, gripper_opening, image_key)
+
+log = logging.getLogger(__name__)
+
+#: canonical camera name → robosuite camera name
+ROBOSUITE_CAMERAS = {"agentview": "agentview", "wrist": "robot0_eye_in_hand"}
+
+
+@dataclass
+class SimConfig:
+    """How to build the simulator for one task."""
+
+    task: str = "Lift"
+    #: canonical cameras to render ("agentview", "wrist"); empty for state-only runs
+    cameras: tuple[str, ...] = CAMERAS
+    #: square image side in pixels
+    image_size: int = 128
+    #: control steps per second (robosuite's default)
+    control_freq: int = 20
+    #: episode length limit; None uses the task's default
+    horizon: int | None = None
+    shadows: bool = False
+    reflections: bool = False
+    antialias: bool = False
+
+    def __post_init__(self) -> None:
+        self.cameras = tuple(self.cameras)
+        unknown = [c for c in self.cameras if c not in ROBOSUITE_CAMERAS]
+        if unknown:
+            raise R2AInputError(f"unknown camera(s) {unknown}; valid cameras: {', '.join(ROBOSUITE_CAMERAS)}")
+        if not 8 <= self.image_size <= 1024:
+            raise R2AInputError(f"image_size={self.image_size}: expected 8..1024 pixels")
+
+
+def _import_robosuite():
+    configure_headless_gl()
+    try:
+        import robosuite
+        from robosuite import macros
+    except ImportError as err:  # pragma: no cover - depends on the install
+        raise ImportError("the simulator needs robosuite and mujoco: pip install 'r2a[sim]'") from err
+    macros.IMAGE_CONVENTION = "opencv"  # upright images
+    logging.getLogger("robosuite_logs").setLevel(logging.ERROR)
+    return robosuite
+
+
+def _register_custom_envs() -> None:
+    from robosuite.environments.base import REGISTERED_ENVS
+
+    if "StackThree" not in REGISTERED_ENVS:
+        from eval.envs.stack_three import StackThree  # noqa: F401  (registration happens on class creation)
+
+
+def _placement_sampler(task: Task):
+    from robosuite.utils.placement_samplers import UniformRandomSampler
+
+    half_x, half_y = task.placement
+    return UniformRandomSampler(name="ObjectSampler", x_range=[-half_x, half_x], y_range=[-half_y, half_y],
+                                rotation=None, ensure_object_boundary_in_range=False, ensure_valid_placement=True,
+                                reference_pos=np.array((0, 0, 0.8)), z_offset=0.01)
+
+
+class SimEnv:
+    """One task's simulator. ``reset(seed)`` gives the same initial state for the same seed, in any process."""
+
+    action_space = OSC_POSE_DELTA
+
+    def __init__(self, config: SimConfig | None = None) -> None:
+        self.config = config or SimConfig()
+        self.task = get_task(self.config.task)
+        self.horizon = self.config.horizon or self.task.horizon
+        self.raw_env = self._make_raw_env()
+        self._sync_sampler_rng()
+        self.instruction = self.task.instruction
+        self.seed: int | None = None
+        self._obs: dict[str, Any] = {}
+        self._initial_object_pos: dict[str, np.ndarray] = {}
+
+    def _make_raw_env(self):
+        suite = _import_robosuite()
+        _register_custom_envs()
+        cams = [ROBOSUITE_CAMERAS[c] for c in self.config.cameras]
+        kwargs: dict[str, Any] = dict(
+            robots="Panda", controller_configs=suite.load_composite_controller_config(controller="BASIC"),
+            has_renderer=False, has_offscreen_renderer=bool(cams), use_camera_obs=bool(cams),
+            use_object_obs=False, camera_names=cams or "agentview", camera_heights=self.config.image_size,
+            camera_widths=self.config.image_size, control_freq=self.config.control_freq, horizon=self.horizon,
+            ignore_done=True, hard_reset=False, reward_shaping=False, seed=0, **dict(self.task.env_kwargs))
+        if self.task.placement is not None:
+            kwargs["placement_initializer"] = _placement_sampler(self.task)
+        env = suite.make(self.task.env_name, **kwargs)
+        if cams:
+            apply_render_quality(env.sim, shadows=self.config.shadows, reflections=self.config.reflections,
+                                 antialias=self.config.antialias)
+        return env
+
+    def _sync_sampler_rng(self) -> None:
+        """Make every placement sampler draw from the env's generator, so one re-seed controls them all."""
+        sampler = self.raw_env.placement_initializer
+        stack = [sampler]
+        while stack:
+            s = stack.pop()
+            s.rng = self.raw_env.rng
+            stack.extend(getattr(s, "samplers", {}).values())
+
+    # ----------------------------------------------------------------------------------------------- episode
+    def reset(self, seed: int) -> dict[str, Any]:
+        """Re-seed in place (samplers keep a reference to the generator) and reset; return the observation."""
+        self.seed = int(seed)
+        self.raw_env.rng.bit_generator.state = np.random.default_rng(self.seed).bit_generator.state
+        raw_obs = self.raw_env.reset()
+        self._initial_object_pos = {name: self.object_pos(name) for name in self.task.objects}
+        if self.config.cameras:
+            apply_render_quality(self.raw_env.sim, shadows=self.config.shadows,
+                                 reflections=self.config.reflections, antialias=self.config.antialias)
+        self._obs = self._make_obs(raw_obs)
+        return self._obs
+
+    def step(self, action: np.ndarray) -> dict[str, Any]:
+        """Apply one 7-D OSC_POSE delta action (clipped to [-1, 1]); return the next observation."""
+        action = np.asarray(action, dtype=np.float64).reshape(-1)
+        if action.shape != (self.action_space.dim,):
+            raise R2AInputError(f"action has shape {action.shape}, expected ({self.action_space.dim},)")
+        raw_obs, _, _, _ = self.raw_env.step(self.action_space.clip(action))
+        self._obs = self._make_obs(raw_obs)
+        return self._obs
+
+    def observe(self) -> dict[str, Any]:
+        return self._obs
+
+    def _make_obs(self, raw_obs: dict[str, Any]) -> dict[str, Any]:
+        obs: dict[str, Any] = {
+            STATE_EE_POS: self.ee_pos().astype(np.float32),
+            STATE_EE_QUAT: self.ee_quat().astype(np.float32),
+            STATE_GRIPPER: np.float32(gripper_opening(self.gripper_qpos())),
+            STATE_JOINT_POS: self.joint_pos().astype(np.float32),
+            PROMPT: self.instruction,
+        }
+        for cam in self.config.cameras:
+            obs[image_key(cam)] = np.ascontiguousarray(raw_obs[f"{ROBOSUITE_CAMERAS[cam]}_image"])
+        return obs
+
+    # ------------------------------------------------------------------------------------------------ state
+    @property
+    def sim(self):
+        return self.raw_env.sim
+
+    @property
+    def robot(self):
+        return self.raw_env.robots[0]
+
+    def ee_pos(self) -> np.ndarray:
+        return np.array(self.sim.data.site_xpos[self.robot.eef_site_id["right"]])
+
+    def ee_quat(self) -> np.ndarray:
+        """Grip-site orientation, wxyz."""
+        import mujoco
+
+        quat = np.zeros(4)
+        mujoco.mju_mat2Quat(quat, np.asarray(self.sim.data.site_xmat[self.robot.eef_site_id["right"]]))
+        return quat
+
+    def gripper_qpos(self) -> np.ndarray:
+        return np.array(self.sim.data.qpos[self.robot._ref_gripper_joint_pos_indexes["right"]])
+
+    def joint_pos(self) -> np.ndarray:
+        return np.array(self.sim.data.qpos[self.robot._ref_joint_pos_indexes])
+
+    def robot_state(self) -> np.ndarray:
+        """LIBERO's ``robot_states`` row: gripper finger qpos (2), EE position (3), EE quaternion (4, wxyz)."""
+        return np.concatenate([self.gripper_qpos(), self.ee_pos(), self.ee_quat()])
+
+    def get_state(self) -> np.ndarray:
+        """Flattened MuJoCo state (time, qpos, qvel) — robomimic's ``states`` row."""
+        return np.array(self.sim.get_state().flatten())
+
+    def set_state(self, state: np.ndarray) -> None:
+        expected = self.get_state().shape
+        state = np.asarray(state, dtype=np.float64)
+        if state.shape != expected:
+            raise R2AInputError(f"simulator state has shape {state.shape}, expected {expected}")
+        self.sim.set_state_from_flattened(state)
+        self.sim.forward()
+
+    def fingerprint(self) -> str:
+        """Hash of the full simulator state: equal fingerprints mean identical initial conditions."""
+        return hashlib.sha256(self.get_state().tobytes()).hexdigest()[:16]
+
+    # ------------------------------------------------------------------------------------ task predicates
+    def _object_model(self, name: str):
+        env = self.raw_env
+        if hasattr(env, "objects"):  # PickPlace
+            for obj in env.objects:
+                if obj.name == name:
+                    return obj
+        return getattr(env, name)
+
+    def object_pos(self, name: str) -> np.ndarray:
+        body = self.sim.model.body_name2id(self._object_model(name).root_body)
+        return np.array(self.sim.data.body_xpos[body])
+
+    def initial_object_pos(self, name: str) -> np.ndarray:
+        """Where ``name`` rested right after the last reset."""
+        return self._initial_object_pos[name]
+
+    def object_quat(self, name: str) -> np.ndarray:
+        body = self.sim.model.body_name2id(self._object_model(name).root_body)
+        return np.array(self.sim.data.body_xquat[body])
+
+    def is_grasped(self, name: str) -> bool:
+        return bool(self.raw_env._check_grasp(gripper=self.robot.gripper["right"],
+                                              object_geoms=self._object_model(name)))
+
+    def in_contact(self, a: str, b: str) -> bool:
+        return bool(self.raw_env.check_contact(self._object_model(a), self._object_model(b)))
+
+    def table_height(self) -> float:
+        env = self.raw_env
+        offset = getattr(env, "table_offset", None)
+        return float(offset[2]) if offset is not None else float(env.bin1_pos[2])
+
+    def can_in_bin(self) -> bool:
+        return not self.raw_env.not_in_bin(self.object_pos("Can"), 3)
+
+    def bin_target(self) -> np.ndarray:
+        """Centre of the can's target bin quadrant at the bin floor (PickPlaceCan only)."""
+        return np.array(self.raw_env.target_bin_placements[3])
+
+    def stage_flags(self) -> dict[str, bool]:
+        """Current stage predicates (not latched) in stage order."""
+        return self.task.stage_fn(self)
+
+    def success(self) -> bool:
+        return self.task.success_fn(self)
+
+    def env_args(self) -> dict[str, Any]:
+        """What is needed to rebuild this environment (robomimic's ``env_args``)."""
+        return {"env_name": self.task.name, "type": "r2a_robosuite", "env_kwargs": asdict(self.config),
+                "robosuite_env": self.task.env_name, "action_space": self.action_space.to_dict()}
+
+    def close(self) -> None:
+        try:
+            self.raw_env.close()
+        except Exception as err:  # noqa: BLE001 - teardown must not mask the real error
+            log.debug("closing the robosuite env failed: %s", err)

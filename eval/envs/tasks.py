@@ -1,0 +1,110 @@
+"""The built-in tasks: which robosuite environment, the instruction, the stages and the success check.
+
+Stages are simulator predicates evaluated every step; the benchmark's stage tracker latches them (once a stage
+was reached it counts as reached). Object placement is wider than robosuite's defaults (±12 cm, random yaw for
+cubes) so that a policy must look at the scene to succeed (DESIGN.md §6b).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from r2a_core.errors import R2AInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from eval.envs.robosuite_env import SimEnv
+
+#: cube half-sizes (m) used by the stacking predicates
+RED_HALF, GREEN_HALF, BLUE_HALF = 0.02, 0.025, 0.02
+LIFT_CLEARANCE = 0.04
+REACH_RADIUS = 0.03
+
+
+@dataclass(frozen=True)
+class Task:
+    """A built-in task. ``stage_fn`` returns the current (unlatched) stage predicates in stage order."""
+
+    name: str
+    env_name: str
+    instruction: str
+    horizon: int
+    stages: tuple[str, ...]
+    placement: tuple[float, float] | None
+    stage_fn: Callable[["SimEnv"], dict[str, bool]]
+    success_fn: Callable[["SimEnv"], bool]
+    objects: tuple[str, ...]
+    env_kwargs: tuple[tuple[str, Any], ...] = ()
+
+
+def _reached(sim: "SimEnv", obj: str) -> bool:
+    return float(np.linalg.norm(sim.ee_pos() - sim.object_pos(obj))) < REACH_RADIUS
+
+
+def _lifted(sim: "SimEnv", obj: str) -> bool:
+    """Raised by the clearance above where the object rested after reset."""
+    return bool(sim.object_pos(obj)[2] > sim.initial_object_pos(obj)[2] + LIFT_CLEARANCE)
+
+
+def _on_top(sim: "SimEnv", top: str, bottom: str, top_half: float, bottom_half: float) -> bool:
+    """``top`` rests on ``bottom``: right height, centred within the bottom face, touching, not held."""
+    p_top, p_bottom = sim.object_pos(top), sim.object_pos(bottom)
+    height_ok = abs(p_top[2] - p_bottom[2] - (top_half + bottom_half)) < 0.01
+    centred = float(np.linalg.norm(p_top[:2] - p_bottom[:2])) < bottom_half
+    return bool(height_ok and centred and sim.in_contact(top, bottom) and not sim.is_grasped(top))
+
+
+def _lift_stages(sim: "SimEnv") -> dict[str, bool]:
+    return {"reached": _reached(sim, "cube"), "grasped": sim.is_grasped("cube"), "lifted": _lifted(sim, "cube")}
+
+
+def _stack_stages(sim: "SimEnv") -> dict[str, bool]:
+    return {"reached": _reached(sim, "cubeA"), "grasped": sim.is_grasped("cubeA"),
+            "lifted": _lifted(sim, "cubeA"), "stacked": _on_top(sim, "cubeA", "cubeB", RED_HALF, GREEN_HALF)}
+
+
+def _can_stages(sim: "SimEnv") -> dict[str, bool]:
+    return {"reached": _reached(sim, "Can"), "grasped": sim.is_grasped("Can"), "lifted": _lifted(sim, "Can"),
+            "placed": sim.can_in_bin()}
+
+
+def _stack_three_stages(sim: "SimEnv") -> dict[str, bool]:
+    return {"grasped_red": sim.is_grasped("cubeA"),
+            "stacked_red": _on_top(sim, "cubeA", "cubeB", RED_HALF, GREEN_HALF),
+            "grasped_blue": sim.is_grasped("cubeC"),
+            "stacked_blue": _on_top(sim, "cubeC", "cubeA", BLUE_HALF, RED_HALF)
+            and _on_top(sim, "cubeA", "cubeB", RED_HALF, GREEN_HALF)}
+
+
+def _last_stage(stage_fn: Callable[["SimEnv"], dict[str, bool]]) -> Callable[["SimEnv"], bool]:
+    """Success is the final stage holding *now* (not latched): the object must stay where it belongs."""
+    return lambda sim: bool(list(stage_fn(sim).values())[-1])
+
+
+def _can_success(sim: "SimEnv") -> bool:
+    return bool(sim.raw_env._check_success())
+
+
+TASKS: dict[str, Task] = {
+    "Lift": Task("Lift", "Lift", "pick up the red cube", 150, ("reached", "grasped", "lifted"), (0.12, 0.12),
+                 _lift_stages, _last_stage(_lift_stages), ("cube",)),
+    "Stack": Task("Stack", "Stack", "stack the red cube on the green cube", 250,
+                  ("reached", "grasped", "lifted", "stacked"), (0.12, 0.12),
+                  _stack_stages, _last_stage(_stack_stages), ("cubeA", "cubeB")),
+    "PickPlaceCan": Task("PickPlaceCan", "PickPlaceCan", "put the can into the bin", 300,
+                         ("reached", "grasped", "lifted", "placed"), None,
+                         _can_stages, _can_success, ("Can",)),
+    "StackThree": Task("StackThree", "StackThree",
+                       "stack the red cube on the green cube, then the blue cube on the red cube", 450,
+                       ("grasped_red", "stacked_red", "grasped_blue", "stacked_blue"), (0.12, 0.12),
+                       _stack_three_stages, _last_stage(_stack_three_stages), ("cubeA", "cubeB", "cubeC")),
+}
+
+
+def get_task(name: str) -> Task:
+    """Look a task up by name; an unknown name lists the valid ones."""
+    if name not in TASKS:
+        raise R2AInputError(f"unknown task '{name}'; valid tasks: {', '.join(TASKS)}")
+    return TASKS[name]
