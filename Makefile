@@ -1,0 +1,40 @@
+# The two commands: `make quickstart` and `make test`. Both bootstrap .venv and the system libraries.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+QUICKSTART_DIR ?= runs/quickstart
+export MUJOCO_GL ?= egl
+export PYOPENGL_PLATFORM ?= egl
+
+.PHONY: install system-deps quickstart test test-all clean
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+
+# torch first and pinned: its CPU wheel is on local disk here; an unpinned torch would pull a CUDA build.
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[sim,graph,dev]"
+	touch $(STAMP)
+
+system-deps:
+	@bash scripts/install_system_deps.sh
+
+install: system-deps $(STAMP)
+
+quickstart: install
+	$(VENV)/bin/r2a demos collect --task Lift --episodes 10 --workers 2 --image-size 84 --out $(QUICKSTART_DIR)/lift.hdf5
+	$(VENV)/bin/r2a demos info $(QUICKSTART_DIR)/lift.hdf5
+	$(VENV)/bin/r2a graph build $(QUICKSTART_DIR)/lift.hdf5 --out $(QUICKSTART_DIR)/lift_graph
+	$(VENV)/bin/r2a graph info $(QUICKSTART_DIR)/lift_graph
+
+test: install
+	$(PY) -m pytest -q -m "not slow"
+
+test-all: install
+	$(PY) -m pytest -q
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,41 @@
+"""``r2a demos``: collect scripted demonstrations, summarize demonstration files."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from r2a_core.types import CAMERAS
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="record scripted-expert demonstrations into an HDF5 file")
+    c.add_argument("--task", required=True, help="built-in task (Lift, Stack, PickPlaceCan, StackThree)")
+    c.add_argument("--episodes", type=int, required=True, help="number of episodes to record")
+    c.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
+    c.add_argument("--seed", type=int, default=0, help="seed of episode 0; episode i uses seed + i")
+    c.add_argument("--workers", type=int, default=1, help="parallel simulator processes")
+    c.add_argument("--image-size", type=int, default=128, help="square camera resolution in pixels")
+    c.add_argument("--cameras", nargs="*", default=list(CAMERAS), help="cameras to record (none: state only)")
+    i = sub.add_parser("info", help="print a JSON summary of an HDF5 file or LeRobot v3 dataset")
+    i.add_argument("path", type=Path)
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "info":
+        from demos.info import summarize
+
+        print(json.dumps(summarize(args.path), indent=2))
+        return 0
+    from demos.collect import CollectConfig, collect
+
+    result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
+                                   workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras)))
+    print(json.dumps({"out": str(result.path), "episodes": result.episodes, "successes": result.successes,
+                      "success_rate": round(result.success_rate, 4), "frames": result.frames,
+                      "seconds": round(result.seconds, 2), "steps_per_second": round(result.steps_per_second, 1)}))
+    return 0

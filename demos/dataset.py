@@ -1,0 +1,52 @@
+"""One entry point for every demonstration source: HDF5 files and LeRobot v3 dataset directories."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from r2a_core.errors import R2AInputError
+from r2a_core.types import Episode
+
+HDF5_SUFFIXES = (".hdf5", ".h5", ".he5")
+
+
+def source_kind(path: str | Path) -> str:
+    """``"hdf5"`` or ``"lerobot_v3"``; a clear error for anything else."""
+    from demos.lerobot_v3 import is_lerobot_v3_dir
+
+    path = Path(path)
+    if not path.exists():
+        raise R2AInputError(f"{path}: no such file or directory")
+    if path.is_dir():
+        if is_lerobot_v3_dir(path):
+            return "lerobot_v3"
+        raise R2AInputError(f"{path}: a directory but not a LeRobot v3 dataset (expected meta/info.json)")
+    if path.suffix.lower() in HDF5_SUFFIXES:
+        return "hdf5"
+    raise R2AInputError(f"{path}: unknown demonstration format (expected {'/'.join(HDF5_SUFFIXES)} "
+                        f"or a LeRobot v3 dataset directory)")
+
+
+def load_episodes(path: str | Path, load_images: bool = True) -> list[Episode]:
+    """Read all episodes of an HDF5 file or a LeRobot v3 dataset directory."""
+    if source_kind(path) == "hdf5":
+        from demos.hdf5_io import read_hdf5
+
+        return read_hdf5(path, load_images=load_images)
+    from demos.lerobot_v3 import LeRobotMapping, read_lerobot_v3
+
+    return read_lerobot_v3(path, LeRobotMapping(load_images=load_images))
+
+
+def source_fingerprint(path: str | Path) -> str:
+    """SHA-256 of a file's bytes, or of a directory's relative paths and file bytes (sorted)."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
+        with open(file, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()

@@ -1,0 +1,41 @@
+"""A JSON-ready summary of a demonstration source, read without decoding images."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from demos.dataset import load_episodes, source_kind
+
+
+def summarize(path: str | Path) -> dict[str, Any]:
+    """Episodes, successes, frames, tasks, instructions, cameras with image shapes, action dimension."""
+    kind = source_kind(path)
+    episodes = load_episodes(path, load_images=False)
+    cameras: dict[str, list[int]] = {}
+    for ep in episodes:
+        cameras.update(ep.meta.get("image_shapes", {}))
+    if kind == "lerobot_v3":
+        cameras.update(_lerobot_image_shapes(Path(path)))
+    lengths = [len(ep) for ep in episodes]
+    return {
+        "path": str(path),
+        "format": kind,
+        "episodes": len(episodes),
+        "successes": sum(int(ep.success) for ep in episodes),
+        "frames": int(sum(lengths)),
+        "episode_length": {"min": min(lengths), "max": max(lengths), "mean": round(sum(lengths) / len(lengths), 2)},
+        "tasks": dict(Counter(ep.task for ep in episodes)),
+        "instructions": sorted({ep.instruction for ep in episodes}),
+        "cameras": cameras,
+        "action_dim": int(episodes[0].actions.shape[1]),
+        "env_args": episodes[0].meta.get("env_args", {}),
+    }
+
+
+def _lerobot_image_shapes(root: Path) -> dict[str, list[int]]:
+    features = json.loads((root / "meta" / "info.json").read_text()).get("features", {})
+    return {key: list(spec.get("shape", [])) for key, spec in features.items()
+            if spec.get("dtype") in ("image", "video")}

@@ -1,0 +1,71 @@
+"""`r2a demos collect` and `r2a demos info`, end to end through the real command."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from demos.hdf5_io import read_hdf5
+
+pytest.importorskip("robosuite")
+
+
+def r2a(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "r2a.cli", *args], capture_output=True, text=True)
+
+
+def test_collect_with_two_workers_then_info(tmp_path):
+    out = tmp_path / "lift.hdf5"
+    done = r2a("demos", "collect", "--task", "Lift", "--episodes", "3", "--workers", "2", "--image-size", "32",
+               "--seed", "7", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["episodes"] == 3 and result["successes"] == 3
+    episodes = read_hdf5(out)
+    assert [ep.meta["seed"] for ep in episodes] == [7, 8, 9]
+    assert episodes[0].images["agentview"].shape[1:] == (32, 32, 3) and all(ep.success for ep in episodes)
+    assert np.all(np.abs(episodes[0].actions) <= 1.0)
+
+    info = r2a("demos", "info", str(out))
+    assert info.returncode == 0, info.stderr
+    summary = json.loads(info.stdout)
+    assert summary["episodes"] == 3 and summary["successes"] == 3 and summary["frames"] == result["frames"]
+    assert summary["tasks"] == {"Lift": 3} and summary["instructions"] == ["pick up the red cube"]
+    assert summary["cameras"] == {"agentview": [32, 32, 3], "wrist": [32, 32, 3]}
+
+
+def test_same_seed_gives_the_same_demonstrations(tmp_path):
+    for name, workers in (("a.hdf5", "1"), ("b.hdf5", "2")):
+        done = r2a("demos", "collect", "--task", "Lift", "--episodes", "2", "--workers", workers, "--cameras",
+                   "--out", str(tmp_path / name))
+        assert done.returncode == 0, done.stderr
+    a, b = read_hdf5(tmp_path / "a.hdf5"), read_hdf5(tmp_path / "b.hdf5")
+    for x, y in zip(a, b):
+        np.testing.assert_array_equal(x.actions, y.actions)
+        np.testing.assert_array_equal(x.sim_states, y.sim_states)
+
+
+def test_unknown_task_is_a_one_line_error_and_writes_nothing(tmp_path):
+    out = tmp_path / "x.hdf5"
+    done = r2a("demos", "collect", "--task", "Lfit", "--episodes", "1", "--out", str(out))
+    assert done.returncode == 2
+    assert "unknown task 'Lfit'; valid tasks: Lift, Stack, PickPlaceCan, StackThree" in done.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_info_on_bad_files(tmp_path):
+    missing = r2a("demos", "info", str(tmp_path / "none.hdf5"))
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+    junk = tmp_path / "junk.hdf5"
+    junk.write_bytes(b"not an hdf5 file at all")
+    bad = r2a("demos", "info", str(junk))
+    assert bad.returncode == 2 and "not a readable HDF5 file" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_top_level_help_and_unknown_group():
+    assert r2a("--help").returncode == 0
+    done = r2a("demoz")
+    assert done.returncode == 2 and "valid commands: demos, graph, bench" in done.stderr

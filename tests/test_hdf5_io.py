@@ -1,0 +1,139 @@
+import json
+
+import h5py
+import numpy as np
+import pytest
+
+from demos.dataset import load_episodes, source_fingerprint
+from demos.hdf5_io import FORMAT_VERSION, HDF5EpisodeWriter, read_hdf5, write_hdf5
+from r2a_core.errors import R2AInputError
+from r2a_core.rotations import quat_to_axis_angle, wxyz_to_xyzw
+from tests.conftest import make_episode
+
+FIELDS = ("actions", "ee_pos", "ee_quat", "gripper", "joint_pos", "gripper_qpos", "sim_states", "robot_states")
+
+
+def assert_same_episode(a, b):
+    assert (a.task, a.instruction, a.success) == (b.task, b.instruction, b.success)
+    for name in FIELDS:
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    assert a.images.keys() == b.images.keys()
+    for cam in a.images:
+        np.testing.assert_array_equal(a.images[cam], b.images[cam])
+    assert {k: b.meta[k] for k in a.meta} == a.meta
+
+
+def test_round_trip_is_identical(tmp_path, episodes):
+    path = write_hdf5(tmp_path / "demos.hdf5", episodes, env_args={"env_name": "Lift"})
+    back = read_hdf5(path)
+    assert len(back) == len(episodes)
+    for a, b in zip(episodes, back):
+        assert_same_episode(a, b)
+    with h5py.File(path) as f:
+        assert json.loads(f["data"].attrs["problem_info"])["language_instruction"] == "do lift"
+        assert f["data"].attrs["total"] == sum(len(e) for e in episodes)
+        names = set(f["mask/train"][()]) | set(f["mask/valid"][()])
+        assert names == {b"demo_0", b"demo_1", b"demo_2"}
+        assert f["data/demo_1/obs/agentview_rgb"].shape == (11, 16, 16, 3)
+        np.testing.assert_allclose(f["data/demo_0/obs/ee_ori"][()], quat_to_axis_angle(episodes[0].ee_quat))
+
+
+def test_load_without_images_reports_shapes(tmp_path, episodes):
+    path = write_hdf5(tmp_path / "d.hdf5", episodes, env_args={})
+    eps = load_episodes(path, load_images=False)
+    assert eps[0].images == {} and eps[0].meta["image_shapes"]["wrist"] == [16, 16, 3]
+
+
+def test_reads_robomimic_layout_and_flips_opengl_images(tmp_path):
+    ep = make_episode(6)
+    path = tmp_path / "robomimic.hdf5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("data/demo_0")
+        f["data"].attrs["env_args"] = json.dumps({"env_name": "Lift"})
+        g["actions"] = ep.actions
+        g["obs/robot0_eef_pos"] = ep.ee_pos
+        g["obs/robot0_eef_quat"] = wxyz_to_xyzw(ep.ee_quat)
+        g["obs/robot0_gripper_qpos"] = ep.gripper_qpos
+        g["obs/agentview_image"] = ep.images["agentview"][:, ::-1, ::-1]
+    (back,) = read_hdf5(path)
+    np.testing.assert_allclose(back.ee_quat, ep.ee_quat)
+    np.testing.assert_array_equal(back.images["agentview"], ep.images["agentview"])
+    assert back.task == "Lift" and back.success
+
+
+def test_reads_libero_axis_angle_orientation(tmp_path):
+    ep = make_episode(5, images=False)
+    path = tmp_path / "libero.hdf5"
+    with h5py.File(path, "w") as f:
+        g = f.create_group("data/demo_0")
+        f["data"].attrs["problem_info"] = json.dumps({"language_instruction": "open the drawer"})
+        g["actions"] = ep.actions
+        g["obs/ee_pos"] = ep.ee_pos
+        g["obs/ee_ori"] = quat_to_axis_angle(ep.ee_quat)
+        g["obs/gripper_states"] = ep.gripper_qpos
+    (back,) = read_hdf5(path)
+    np.testing.assert_allclose(back.ee_quat, ep.ee_quat, atol=1e-9)
+    assert back.instruction == "open the drawer"
+
+
+def test_missing_file(tmp_path):
+    with pytest.raises(R2AInputError, match="no such file"):
+        read_hdf5(tmp_path / "nope.hdf5")
+
+
+def test_truncated_file(tmp_path, episodes):
+    path = write_hdf5(tmp_path / "d.hdf5", episodes, env_args={})
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 3])
+    with pytest.raises(R2AInputError, match="truncated or corrupted"):
+        read_hdf5(path)
+
+
+def test_wrong_layout(tmp_path):
+    path = tmp_path / "wrong.hdf5"
+    with h5py.File(path, "w") as f:
+        f["demos/actions"] = np.zeros((3, 7))
+    with pytest.raises(R2AInputError, match="no 'data' group"):
+        read_hdf5(path)
+
+
+def test_missing_field_and_wrong_shape(tmp_path, episodes):
+    path = write_hdf5(tmp_path / "d.hdf5", episodes[:1], env_args={})
+    with h5py.File(path, "a") as f:
+        del f["data/demo_0/obs/ee_pos"]
+    with pytest.raises(R2AInputError, match="demo_0/obs: missing field 'ee_pos'"):
+        read_hdf5(path)
+    path = write_hdf5(tmp_path / "e.hdf5", episodes[:1], env_args={})
+    with h5py.File(path, "a") as f:
+        del f["data/demo_0/actions"]
+        f["data/demo_0/actions"] = np.zeros((3, 7))
+    with pytest.raises(R2AInputError, match="has 10 rows, expected 3"):
+        read_hdf5(path)
+
+
+def test_newer_format_version_is_rejected(tmp_path, episodes):
+    path = write_hdf5(tmp_path / "d.hdf5", episodes[:1], env_args={})
+    with h5py.File(path, "a") as f:
+        f["data"].attrs["r2a_format_version"] = FORMAT_VERSION + 1
+    with pytest.raises(R2AInputError, match="newer than this reader"):
+        read_hdf5(path)
+
+
+def test_failed_write_leaves_nothing(tmp_path, episodes):
+    bad = make_episode(6)
+    bad.gripper = bad.gripper[:3]
+    with pytest.raises(R2AInputError):
+        with HDF5EpisodeWriter(tmp_path / "out.hdf5", env_args={}) as writer:
+            writer.add(episodes[0])
+            writer.add(bad)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unknown_source_kind_and_fingerprint(tmp_path, episodes):
+    (tmp_path / "x.txt").write_text("hello")
+    with pytest.raises(R2AInputError, match="unknown demonstration format"):
+        load_episodes(tmp_path / "x.txt")
+    with pytest.raises(R2AInputError, match="not a LeRobot v3 dataset"):
+        load_episodes(tmp_path)
+    a = write_hdf5(tmp_path / "a.hdf5", episodes, env_args={})
+    assert source_fingerprint(a) == source_fingerprint(a) and len(source_fingerprint(a)) == 64
