@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,6 @@ def summarize(path: str | Path) -> dict[str, Any]:
     cameras: dict[str, list[int]] = {}
     for ep in episodes:
         cameras.update(ep.meta.get("image_shapes", {}))
-    if kind == "lerobot_v3":
-        cameras.update(_lerobot_image_shapes(Path(path)))
     lengths = [len(ep) for ep in episodes]
     return {
         "path": str(path),
@@ -34,8 +31,3 @@ def summarize(path: str | Path) -> dict[str, Any]:
         "env_args": episodes[0].meta.get("env_args", {}),
     }
 
-
-def _lerobot_image_shapes(root: Path) -> dict[str, list[int]]:
-    features = json.loads((root / "meta" / "info.json").read_text()).get("features", {})
-    return {key: list(spec.get("shape", [])) for key, spec in features.items()
-            if spec.get("dtype") in ("image", "video")}

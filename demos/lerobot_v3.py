@@ -180,7 +180,7 @@ def _open_dataset(root: Path, mapping: LeRobotMapping) -> _Dataset:
     ds = _Dataset(root, info, tasks, episodes, episodes_file)
     _check_feature(ds, mapping.state_key, mapping.state_width, "the state layout " + mapping.describe_layout())
     _check_feature(ds, mapping.action_key, 1, "actions")
-    ds.cameras = _resolve_cameras(ds, mapping) if mapping.load_images else {}
+    ds.cameras = _resolve_cameras(ds, mapping)
     return ds
 
 
@@ -390,13 +390,15 @@ def _build_episode(ds: _Dataset, mapping: LeRobotMapping, frames: dict[str, Any]
                             f"least {mapping.state_width} ({mapping.describe_layout()})")
     actions = _vectors(table.column(mapping.action_key), mapping.action_key, source).astype(np.float32)
     instruction = _episode_task(ds, table, ep_index)
-    images = {cam: _episode_images(ds, mapping, table, videos, key, row) for cam, key in ds.cameras.items()}
+    images = {cam: _episode_images(ds, mapping, table, videos, key, row) for cam, key in ds.cameras.items()
+              if mapping.load_images}
     ee_pos, ee_quat, gripper, gripper_qpos = _split_state(state.astype(np.float64), mapping)
     episode = Episode(
         task=slugify(instruction), instruction=instruction, actions=actions, ee_pos=ee_pos, ee_quat=ee_quat,
         gripper=gripper, gripper_qpos=gripper_qpos, images=images, success=True,
         meta={"source": str(ds.root.resolve()), "format": FORMAT, "episode_index": ep_index, "fps": ds.fps,
-              "robot_type": ds.info.get("robot_type"), "codebase_version": ds.info["codebase_version"]},
+              "robot_type": ds.info.get("robot_type"), "codebase_version": ds.info["codebase_version"],
+              "image_shapes": {cam: list(ds.features[key].get("shape", [])) for cam, key in ds.cameras.items()}},
     )
     return episode.validate(f"{ds.root} episode {ep_index}")
 
