@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -40,32 +40,68 @@ class EpisodeRecorder:
             sim_states=stacked["states"], robot_states=stacked["robot_states"], success=success, meta=meta)
 
 
+class EpisodeHooks(Protocol):
+    """Optional hooks of :func:`run_episode` (the benchmark injects its shift and watches events here)."""
+
+    def after_reset(self, sim: Any) -> dict[str, Any] | None:
+        """Called after ``reset`` and the fingerprint; may change the scene and return a fresh observation."""
+
+    def transform(self, obs: dict[str, Any]) -> dict[str, Any]:
+        """Applied to every observation the policy sees."""
+
+    def after_step(self, sim: Any, action: np.ndarray) -> None:
+        """Called after every simulator step."""
+
+    def close(self) -> None:
+        """Called once the episode is over, also on errors (restore the scene)."""
+
+
 def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_steps: int | None = None,
-                max_steps: int | None = None) -> tuple[Episode | None, dict[str, Any]]:
+                max_steps: int | None = None, hooks: EpisodeHooks | None = None
+                ) -> tuple[Episode | None, dict[str, Any]]:
     """Roll ``policy`` out in ``sim`` from ``reset(seed)`` until success or the horizon.
 
     Returns the recorded episode (None when ``record`` is False) and a summary: success, steps, latched
-    stages, the fingerprint of the initial state.
+    stages, the fingerprint of the initial state (taken before any hook changes the scene), the EE trace.
     """
     obs = sim.reset(seed)
     policy.reset()
     fingerprint = sim.fingerprint()
+    try:
+        if hooks is not None:
+            obs = hooks.after_reset(sim) or obs
+        return _rollout(sim, policy, obs, seed, fingerprint, record, n_action_steps, max_steps, hooks)
+    finally:
+        if hooks is not None:
+            hooks.close()
+
+
+def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: str, record: bool,
+             n_action_steps: int | None, max_steps: int | None, hooks: EpisodeHooks | None
+             ) -> tuple[Episode | None, dict[str, Any]]:
     recorder = EpisodeRecorder(tuple(c for c in CAMERAS if image_key(c) in obs))
     stages = dict.fromkeys(sim.task.stages, False)
+    trace_pos, trace_grip = [sim.ee_pos()], [float(gripper_opening(sim.gripper_qpos()))]
     chunk: list[np.ndarray] = []
     success, steps, limit = False, 0, max_steps or sim.horizon
     while steps < limit and not success:
+        seen = hooks.transform(obs) if hooks is not None else obs
         if not chunk:
-            actions = np.asarray(policy.infer(obs)["actions"], dtype=np.float32).reshape(-1, sim.action_space.dim)
+            actions = np.asarray(policy.infer(seen)["actions"], dtype=np.float32).reshape(-1, sim.action_space.dim)
             chunk = list(actions[: n_action_steps or len(actions)])
-        action = chunk.pop(0)
+        action = sim.action_space.clip(chunk.pop(0))
         if record:
-            _record_step(recorder, sim, obs, action)
+            _record_step(recorder, sim, seen, action)
         obs = sim.step(action)
         steps += 1
+        if hooks is not None:
+            hooks.after_step(sim, action)
         stages = {k: v or now for (k, v), now in zip(stages.items(), sim.stage_flags().values())}
         success = sim.success()
-    summary = {"success": success, "steps": steps, "stages": stages, "seed": seed, "fingerprint": fingerprint}
+        trace_pos.append(sim.ee_pos())
+        trace_grip.append(float(gripper_opening(sim.gripper_qpos())))
+    summary = {"success": success, "steps": steps, "stages": stages, "seed": seed, "fingerprint": fingerprint,
+               "trace": {"ee_pos": np.array(trace_pos), "gripper": np.array(trace_grip)}}
     if not record:
         return None, summary
     meta = {"seed": seed, "fingerprint": fingerprint, "stages": stages, "steps": steps}

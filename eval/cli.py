@@ -13,7 +13,22 @@ from pathlib import Path
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{perf}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,report,perf}")
+    run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
+                           description="Run every (policy, task, factor, level, episode) job; results are "
+                                       "appended to OUT/results.jsonl as they finish, and a rerun resumes.")
+    run_p.add_argument("--config", required=True, metavar="YAML", help="benchmark config, e.g. configs/bench/quick.yaml")
+    run_p.add_argument("--policy", action="append", required=True, metavar="NAME[:ARG]",
+                       help="policy to evaluate (repeat to compare, e.g. --policy base --policy r2a)")
+    run_p.add_argument("--out", required=True, type=Path, metavar="DIR", help="results directory")
+    run_p.add_argument("--workers", type=int, default=1, help="parallel worker processes")
+    run_p.add_argument("--executor", default="local", choices=["local", "ray"], help="where jobs run")
+    run_p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                       help="override a config field (repeatable), e.g. --set episodes=5")
+    run_p.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
+                       help="log the summary to Weights & Biases (offline by default when enabled)")
+    report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
+    report_p.add_argument("dir", type=Path, metavar="DIR")
     perf = sub.add_parser("perf", help="performance benchmarks")
     perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph}")
     graph = perf_sub.add_parser("graph", help="graph build scale benchmark on synthetic demonstrations",
@@ -31,6 +46,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.command == "run":
+        return _bench_run(args)
+    if args.command == "report":
+        return _bench_report(args)
     if args.command == "perf" and args.perf_command == "graph":
         return _perf_graph(args)
     raise AssertionError((args.command, getattr(args, "perf_command", None)))
@@ -48,3 +67,32 @@ def _perf_graph(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0
+
+
+def _bench_run(args: argparse.Namespace) -> int:
+    from eval.bench_config import BenchConfig
+    from eval.runner import run_benchmark
+
+    config = BenchConfig.from_yaml(args.config, args.set)
+    summary = run_benchmark(config, args.policy, args.out, workers=args.workers, executor=args.executor)
+    if args.wandb != "disabled":
+        from eval.wandb_log import log_summary
+
+        log_summary(summary, config, mode=args.wandb, out_dir=args.out)
+    _print_headline(summary, args.out)
+    return 0
+
+
+def _bench_report(args: argparse.Namespace) -> int:
+    from eval.runner import report_from_dir
+
+    _print_headline(report_from_dir(args.dir), args.dir)
+    return 0
+
+
+def _print_headline(summary: dict, out: Path) -> None:
+    integrity = summary.get("integrity", {})
+    print(json.dumps({"out": str(out), "report": str(Path(out) / "report.md"),
+                      "records": integrity.get("valid"), "expected": integrity.get("expected_jobs"),
+                      "hash_mismatch": integrity.get("hash_mismatch"),
+                      "seed_mismatch": integrity.get("seed_mismatch")}))

@@ -14,7 +14,7 @@ log = logging.getLogger(__name__)
 
 def configure_headless_gl() -> None:
     """Pick EGL unless the user chose a backend; must run before robosuite/mujoco create a GL context."""
-    logging.getLogger("OpenGL.acceleratesupport").setLevel(logging.WARNING)
+    logging.getLogger("OpenGL").setLevel(logging.WARNING)
     os.environ.setdefault("MUJOCO_GL", "egl")
     if os.environ["MUJOCO_GL"] in ("egl", "osmesa"):
         os.environ.setdefault("PYOPENGL_PLATFORM", os.environ["MUJOCO_GL"])

@@ -150,6 +150,32 @@ class SimEnv:
     def observe(self) -> dict[str, Any]:
         return self._obs
 
+    def refresh_observation(self) -> dict[str, Any]:
+        """Recompute the observation from the current model and state without stepping, and return it.
+
+        Call after editing the model or the state between steps (the shift factors do, right after ``reset``):
+        cameras are re-rendered and proprio is re-read; the physics is untouched.
+        """
+        self._obs = self._make_obs(self.raw_env._get_observations(force_update=True))
+        return self._obs
+
+    def mark_initial_state(self) -> None:
+        """Re-record where the task objects rest (``initial_object_pos``) after moving them post-reset."""
+        self._initial_object_pos = {name: self.object_pos(name) for name in self.task.objects}
+
+    def sync_controller(self) -> None:
+        """Re-anchor the arm controller at the current joint positions after they were written directly.
+
+        robosuite's OSC keeps the goal pose and the nullspace posture of its last reset; without this call it
+        pulls the arm back toward the old start pose. Afterwards zero actions hold the new pose.
+        """
+        controller = self.robot.composite_controller
+        controller.update_state()
+        for part, part_controller in controller.part_controllers.items():
+            if part in self.robot.arms:
+                part_controller.update_initial_joints(self.sim.data.qpos[part_controller.qpos_index])
+        controller.reset()
+
     def _make_obs(self, raw_obs: dict[str, Any]) -> dict[str, Any]:
         obs: dict[str, Any] = {
             STATE_EE_POS: self.ee_pos().astype(np.float32),

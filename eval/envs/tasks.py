@@ -37,6 +37,8 @@ class Task:
     success_fn: Callable[["SimEnv"], bool]
     objects: tuple[str, ...]
     env_kwargs: tuple[tuple[str, Any], ...] = ()
+    #: objects whose grasp is a mistake (the benchmark counts "wrong object grasped" events)
+    wrong_objects: tuple[str, ...] = ()
 
 
 def _reached(sim: "SimEnv", obj: str) -> bool:
@@ -92,14 +94,15 @@ TASKS: dict[str, Task] = {
                  _lift_stages, _last_stage(_lift_stages), ("cube",)),
     "Stack": Task("Stack", "Stack", "stack the red cube on the green cube", 250,
                   ("reached", "grasped", "lifted", "stacked"), (0.12, 0.12),
-                  _stack_stages, _last_stage(_stack_stages), ("cubeA", "cubeB")),
+                  _stack_stages, _last_stage(_stack_stages), ("cubeA", "cubeB"), wrong_objects=("cubeB",)),
     "PickPlaceCan": Task("PickPlaceCan", "PickPlaceCan", "put the can into the bin", 300,
                          ("reached", "grasped", "lifted", "placed"), None,
                          _can_stages, _can_success, ("Can",)),
     "StackThree": Task("StackThree", "StackThree",
                        "stack the red cube on the green cube, then the blue cube on the red cube", 450,
                        ("grasped_red", "stacked_red", "grasped_blue", "stacked_blue"), (0.12, 0.12),
-                       _stack_three_stages, _last_stage(_stack_three_stages), ("cubeA", "cubeB", "cubeC")),
+                       _stack_three_stages, _last_stage(_stack_three_stages), ("cubeA", "cubeB", "cubeC"),
+                       wrong_objects=("cubeB",)),
 }
 
 

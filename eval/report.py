@@ -1,0 +1,753 @@
+"""Per-episode benchmark records → versioned JSON summary, Markdown report and PNG figures (DESIGN.md §5).
+
+The runner appends one ``r2a.bench.episode`` record per job to ``results.jsonl``; a job is keyed by
+(policy, task, factor, level, episode) and the clean run is factor ``"clean"``, level 0. This module reads
+those records (:func:`load_records`), computes every statistic of the benchmark from them
+(:func:`build_summary`) and writes ``summary.json``, ``report.md`` and figures (:func:`write_report`).
+
+Choices the design leaves open, written down here:
+
+- Records with a non-null ``error`` are counted in the integrity table and left out of every statistic: an
+  infrastructure failure is not the policy's failure. A runner that wants a simulator blow-up to count as a
+  failed episode (robomimic's habit) records it with ``success: false`` and ``error: null``.
+- Shifted runs are compared with the clean run of the same policy, task and episode; only such pairs enter
+  ΔSR, transitions, McNemar and the S→F cohort. ``sr`` and its Wilson interval use all the condition's runs.
+- Clean-competence screening uses ``config["base_policy"]``'s clean SR for every policy when the config names
+  one (so that all policies' aggregates cover the same tasks), otherwise each policy's own clean SR.
+- Uplift for an ordered policy pair (A, B) is SR(B) − SR(A) on the perturbed jobs both ran; per factor/level it
+  is macro-averaged over tasks, and overall over (task, factor, level) cells, each with a paired bootstrap.
+- Bootstraps all use the summary's ``seed`` (common random numbers), so the summary is a pure function of the
+  records and the settings.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import sys
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.stats import (
+    ALL_STAGES_REACHED,
+    clean_competence,
+    mcnemar_exact,
+    mean_normalized_score,
+    paired_bootstrap_delta,
+    stage_statistics,
+    transitions,
+    wilson_interval,
+)
+from r2a_core.errors import R2AInputError
+
+log = logging.getLogger(__name__)
+
+EPISODE_SCHEMA = "r2a.bench.episode"
+#: episode record versions this reader understands
+EPISODE_SCHEMA_VERSIONS = frozenset({1})
+SUMMARY_SCHEMA = "r2a.bench.summary"
+SUMMARY_SCHEMA_VERSION = 1
+CLEAN = "clean"
+JOB_FIELDS = ("policy", "task", "factor", "level", "episode")
+REQUIRED_FIELDS = (*JOB_FIELDS, "success")
+
+Record = Mapping[str, Any]
+JobKey = tuple[str, str, str, int, int]
+
+
+# ----------------------------------------------------------------------------------------------- reading
+
+def load_records(path: Path) -> list[dict[str, Any]]:
+    """Read ``results.jsonl``: one episode record per line, the last record of a job wins.
+
+    A killed run can leave a truncated last line: it is skipped with a warning (the job is simply re-run on
+    resume). A malformed line elsewhere, a record of another schema or of an unknown ``schema_version`` raises
+    :class:`R2AInputError` naming the file and line.
+    """
+    path = Path(path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if i == last:
+                log.warning("%s:%d: skipping a truncated last record (a killed run?): %s", path, i + 1, exc.msg)
+                continue
+            raise R2AInputError(f"{path}:{i + 1}: not a JSON record ({exc.msg}); fix or delete that line") from exc
+        problem = validate_record(rec)
+        if problem:
+            raise R2AInputError(f"{path}:{i + 1}: {problem}")
+        records.append(rec)
+    unique, replaced = dedupe_records(records)
+    log.info("%s: %d records, %d jobs (%d superseded by a later record)", path, len(records), len(unique), replaced)
+    return unique
+
+
+def validate_record(rec: Any) -> str | None:
+    """What is wrong with an episode record, or None if it can be used."""
+    if not isinstance(rec, dict):
+        return f"expected a JSON object, got {type(rec).__name__}"
+    if rec.get("schema") != EPISODE_SCHEMA:
+        return f"not an episode record: schema is {rec.get('schema')!r}, expected {EPISODE_SCHEMA!r}"
+    version = rec.get("schema_version")
+    if version not in EPISODE_SCHEMA_VERSIONS:
+        return (f"unknown {EPISODE_SCHEMA} schema_version {version!r} (this r2a reads "
+                f"{sorted(EPISODE_SCHEMA_VERSIONS)}); upgrade r2a or re-run the benchmark with this version")
+    missing = [field for field in REQUIRED_FIELDS if field not in rec]
+    if missing:
+        return f"episode record lacks {', '.join(missing)}"
+    if rec["factor"] == CLEAN and rec["level"] != 0:
+        return f"a clean run must have level 0, got level {rec['level']!r}"
+    return None
+
+
+def job_key(rec: Record) -> JobKey:
+    """The runner's job key: (policy, task, factor, level, episode)."""
+    return (str(rec["policy"]), str(rec["task"]), str(rec["factor"]), int(rec["level"]), int(rec["episode"]))
+
+
+def dedupe_records(records: Iterable[Record]) -> tuple[list[dict[str, Any]], int]:
+    """Keep the last record of each job (a resumed or re-run job appends a newer one); also return how many
+    records were superseded."""
+    by_job: dict[JobKey, dict[str, Any]] = {}
+    n = 0
+    for rec in records:
+        n += 1
+        key = job_key(rec)
+        by_job.pop(key, None)
+        by_job[key] = dict(rec)
+    return list(by_job.values()), n - len(by_job)
+
+
+# ----------------------------------------------------------------------------------------------- summary
+
+def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed: int = 0,
+                  competence_threshold: float = 0.2, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Every statistic of the benchmark from per-episode records, as a JSON-safe dict (NaN → None).
+
+    ``config`` (optional) is stored in the summary; ``expected_jobs`` (a list of job keys, as lists or dicts)
+    or ``expected_job_count`` fill the integrity table's expected column, ``base_policy`` picks the policy
+    whose clean SR screens tasks.
+    """
+    config = dict(config or {})
+    for rec in records:
+        problem = validate_record(rec)
+        if problem:
+            raise R2AInputError(f"episode record {[rec.get(f) for f in JOB_FIELDS]}: {problem}")
+    unique, replaced = dedupe_records(records)
+    jobs = _Jobs(unique)
+    boot = {"n_resamples": n_resamples, "seed": seed}
+    competent = _competence(jobs, competence_threshold, config.get("base_policy"))
+    summary = {
+        "schema": SUMMARY_SCHEMA, "schema_version": SUMMARY_SCHEMA_VERSION,
+        "settings": {"n_resamples": n_resamples, "seed": seed, "ci": 0.95,
+                     "competence_threshold": competence_threshold, "base_policy": config.get("base_policy")},
+        "versions": _versions(),
+        "config": config or None,
+        "policies": jobs.policies, "tasks": jobs.tasks, "factors": jobs.factors,
+        "integrity": _integrity(jobs, len(records), replaced, config),
+        "clean": [_clean_row(jobs, policy, task, competent) for policy, task in jobs.clean_cells()],
+        "conditions": [_condition_row(jobs, key, boot) for key in jobs.conditions()],
+        "aggregates": [_aggregate_row(jobs, policy, factor, level, competent[policy], boot)
+                       for policy, factor, level in jobs.factor_levels()],
+        "uplift": _uplift_rows(jobs, boot),
+    }
+    return to_json_safe(summary)
+
+
+class _Jobs:
+    """The valid records indexed by job, and the pairings between them."""
+
+    def __init__(self, records: Sequence[dict[str, Any]]):
+        self.all = records
+        self.valid = [rec for rec in records if rec.get("error") is None]
+        self.any_by_job = {job_key(rec): rec for rec in records}
+        self.by_job = {job_key(rec): rec for rec in self.valid}
+        self.cells: dict[tuple[str, str, str, int], list[dict[str, Any]]] = defaultdict(list)
+        for key in sorted(self.by_job):
+            self.cells[key[:4]].append(self.by_job[key])
+        self.policies = sorted({rec["policy"] for rec in records})
+        self.tasks = sorted({rec["task"] for rec in records})
+        self.factors = sorted({rec["factor"] for rec in records if rec["factor"] != CLEAN})
+
+    def clean(self, policy: str, task: str, episode: int) -> dict[str, Any] | None:
+        return self.by_job.get((policy, task, CLEAN, 0, episode))
+
+    def cell(self, policy: str, task: str, factor: str, level: int = 0) -> list[dict[str, Any]]:
+        """The valid records of one condition (or of the clean run), in episode order."""
+        return self.cells.get((policy, task, factor, level), [])
+
+    def clean_cells(self) -> list[tuple[str, str]]:
+        return sorted({(r["policy"], r["task"]) for r in self.valid if r["factor"] == CLEAN})
+
+    def conditions(self) -> list[tuple[str, str, str, int]]:
+        return sorted({job_key(r)[:4] for r in self.valid if r["factor"] != CLEAN})
+
+    def factor_levels(self) -> list[tuple[str, str, int]]:
+        return sorted({(p, f, lvl) for p, _, f, lvl in self.conditions()})
+
+    def clean_pairs(self, shifted: Sequence[dict[str, Any]]) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+        """(clean, shifted) record pairs: same policy, task and episode."""
+        pairs = [(self.clean(s["policy"], s["task"], int(s["episode"])), s) for s in shifted]
+        return [(c, s) for c, s in pairs if c is not None]
+
+
+def _successes(records: Iterable[Record]) -> np.ndarray:
+    return np.array([bool(rec["success"]) for rec in records], dtype=bool)
+
+
+def _sr(records: Sequence[Record]) -> float:
+    return float(np.mean(_successes(records))) if records else math.nan
+
+
+def _with_ci(successes: np.ndarray) -> dict[str, Any]:
+    k, n = int(successes.sum()), int(successes.size)
+    return {"n": n, "successes": k, "sr": k / n if n else math.nan, "sr_ci": list(wilson_interval(k, n))}
+
+
+def _score(records: Sequence[Record]) -> float:
+    return mean_normalized_score([bool(r["success"]) for r in records],
+                                 [float(r.get("progress") or 0.0) for r in records])
+
+
+def _stage_names(records: Sequence[Record]) -> list[str]:
+    return list(next((r.get("stage_names") for r in records if r.get("stage_names")), []))
+
+
+def _failure_stages(records: Sequence[Record]) -> dict[str, Any]:
+    failures = [r for r in records if not r["success"]]
+    return stage_statistics(failures, _stage_names(records))
+
+
+def _events(records: Iterable[Record]) -> dict[str, int]:
+    totals: dict[str, int] = defaultdict(int)
+    for rec in records:
+        for name, count in (rec.get("events") or {}).items():
+            totals[name] += int(count or 0)
+    return dict(sorted(totals.items()))
+
+
+def _mean_metrics(records: Sequence[Record]) -> dict[str, float]:
+    """Mean of each trajectory metric over the records that have a finite value for it."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for rec in records:
+        for name, value in (rec.get("metrics") or {}).items():
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                values[name].append(float(value))
+            else:
+                values.setdefault(name, [])
+    return {name: float(np.mean(v)) if v else math.nan for name, v in sorted(values.items())}
+
+
+def _competence(jobs: _Jobs, threshold: float, base_policy: str | None) -> dict[str, dict[str, bool]]:
+    """Per policy: task → passes clean-competence screening."""
+    def clean_sr(policy: str) -> dict[str, float]:
+        return {task: _sr(jobs.cell(policy, task, CLEAN)) for task in jobs.tasks}
+
+    if base_policy is not None and base_policy not in jobs.policies:
+        log.warning("base_policy %r has no records; screening each policy on its own clean SR", base_policy)
+        base_policy = None
+    if base_policy is not None:
+        shared = clean_competence(clean_sr(base_policy), threshold)
+        return {policy: shared for policy in jobs.policies}
+    return {policy: clean_competence(clean_sr(policy), threshold) for policy in jobs.policies}
+
+
+def _clean_row(jobs: _Jobs, policy: str, task: str, competent: Mapping[str, Mapping[str, bool]]) -> dict[str, Any]:
+    runs = jobs.cell(policy, task, CLEAN)
+    return {"policy": policy, "task": task, **_with_ci(_successes(runs)), "normalized_score": _score(runs),
+            "competent": competent[policy].get(task, False), "failure_stages": _failure_stages(runs),
+            "events": _events(runs), "trajectory": _mean_metrics([r for r in runs if r["success"]])}
+
+
+def _condition_row(jobs: _Jobs, key: tuple[str, str, str, int], boot: Mapping[str, int]) -> dict[str, Any]:
+    policy, task, factor, level = key
+    runs = jobs.cell(policy, task, factor, level)
+    pairs = jobs.clean_pairs(runs)
+    clean_ok, shift_ok = _successes(c for c, _ in pairs), _successes(s for _, s in pairs)
+    delta = paired_bootstrap_delta({task: (clean_ok, shift_ok)}, **boot)
+    trans = transitions(clean_ok, shift_ok)
+    s_to_f = [s for c, s in pairs if c["success"] and not s["success"]]
+    both = [(c, s) for c, s in pairs if c["success"] and s["success"]]
+    return {"policy": policy, "task": task, "factor": factor, "level": level, **_with_ci(_successes(runs)),
+            "n_pairs": len(pairs), "clean_sr": float(clean_ok.mean()) if pairs else math.nan,
+            "delta_sr": delta["delta"], "delta_sr_ci": [delta["lo"], delta["hi"]],
+            "transitions": trans, "mcnemar_p": mcnemar_exact(trans["S->F"], trans["F->S"]),
+            "normalized_score": _score(runs), "clean_normalized_score": _score([c for c, _ in pairs]),
+            "s_to_f_stages": stage_statistics(s_to_f, _stage_names(runs)),
+            "failure_stages": _failure_stages(runs),
+            "trajectory_both_success": {"n": len(both), "clean": _mean_metrics([c for c, _ in both]),
+                                        "shifted": _mean_metrics([s for _, s in both])},
+            "events": _events(runs), "clean_events": _events(c for c, _ in pairs),
+            "modifies_state": _modifies_state(runs)}
+
+
+def _modifies_state(records: Iterable[Record]) -> bool | None:
+    return next((bool(r["modifies_state"]) for r in records if r.get("modifies_state") is not None), None)
+
+
+def _aggregate_row(jobs: _Jobs, policy: str, factor: str, level: int, competent: Mapping[str, bool],
+                   boot: Mapping[str, int]) -> dict[str, Any]:
+    """Macro ΔSR over the tasks that pass clean-competence screening; screened-out tasks are listed."""
+    pairs_by_task = {}
+    for task in jobs.tasks:
+        pairs = jobs.clean_pairs(jobs.cell(policy, task, factor, level))
+        if pairs:
+            pairs_by_task[task] = (_successes(c for c, _ in pairs), _successes(s for _, s in pairs))
+    included = {t: p for t, p in pairs_by_task.items() if competent.get(t, False)}
+    delta = paired_bootstrap_delta(included, **boot)
+    clean_ok = np.concatenate([c for c, _ in included.values()]) if included else np.zeros(0, bool)
+    shift_ok = np.concatenate([s for _, s in included.values()]) if included else np.zeros(0, bool)
+    trans = transitions(clean_ok, shift_ok)
+    return {"policy": policy, "factor": factor, "level": level, "tasks": sorted(included),
+            "screened_out": sorted(set(pairs_by_task) - set(included)), "n_pairs": delta["n_pairs"],
+            "clean_sr": _macro(c for c, _ in included.values()), "sr": _macro(s for _, s in included.values()),
+            "delta_sr": delta["delta"], "delta_sr_ci": [delta["lo"], delta["hi"]],
+            "transitions": trans, "mcnemar_p": mcnemar_exact(trans["S->F"], trans["F->S"])}
+
+
+def _macro(arrays: Iterable[np.ndarray]) -> float:
+    means = [float(np.mean(a)) for a in arrays]
+    return float(np.mean(means)) if means else math.nan
+
+
+def _uplift_rows(jobs: _Jobs, boot: Mapping[str, int]) -> list[dict[str, Any]]:
+    """SR(candidate) − SR(baseline) on the same perturbed jobs, for every ordered pair of policies."""
+    rows = []
+    shifted = [job_key(r) for r in jobs.valid if r["factor"] != CLEAN]
+    factor_levels = sorted({(f, lvl) for _, _, f, lvl, _ in shifted})
+    for baseline in jobs.policies:
+        for candidate in jobs.policies:
+            if candidate == baseline:
+                continue
+            shared = sorted({k[1:] for k in shifted if k[0] == baseline and (candidate, *k[1:]) in jobs.by_job})
+            for factor, level in factor_levels:
+                cells = [k for k in shared if k[1] == factor and k[2] == level]
+                rows.append(_uplift_row(jobs, baseline, candidate, factor, level, cells, lambda k: k[0], boot))
+            rows.append(_uplift_row(jobs, baseline, candidate, "all", None, shared,
+                                    lambda k: f"{k[0]}|{k[1]}|L{k[2]}", boot))
+    return rows
+
+
+def _uplift_row(jobs: _Jobs, baseline: str, candidate: str, factor: str, level: int | None,
+                shared: Sequence[tuple[str, str, int, int]], group: Any, boot: Mapping[str, int]) -> dict[str, Any]:
+    """One uplift row; ``group`` maps a shared (task, factor, level, episode) job to its bootstrap stratum."""
+    grouped: dict[str, tuple[list[bool], list[bool]]] = defaultdict(lambda: ([], []))
+    for job in shared:
+        base_list, cand_list = grouped[group(job)]
+        base_list.append(bool(jobs.by_job[(baseline, *job)]["success"]))
+        cand_list.append(bool(jobs.by_job[(candidate, *job)]["success"]))
+    pairs = {g: (np.array(b, bool), np.array(c, bool)) for g, (b, c) in grouped.items()}
+    delta = paired_bootstrap_delta({g: (c, b) for g, (b, c) in pairs.items()}, **boot)
+    base_all = np.concatenate([b for b, _ in pairs.values()]) if pairs else np.zeros(0, bool)
+    cand_all = np.concatenate([c for _, c in pairs.values()]) if pairs else np.zeros(0, bool)
+    trans = transitions(base_all, cand_all)
+    return {"baseline": baseline, "candidate": candidate, "factor": factor, "level": level,
+            "n_pairs": delta["n_pairs"], "n_strata": delta["n_tasks"],
+            "baseline_sr": _macro(b for b, _ in pairs.values()), "candidate_sr": _macro(c for _, c in pairs.values()),
+            "uplift": delta["delta"], "uplift_ci": [delta["lo"], delta["hi"]],
+            "transitions": trans, "mcnemar_p": mcnemar_exact(trans["S->F"], trans["F->S"])}
+
+
+# --------------------------------------------------------------------------------------------- integrity
+
+def _integrity(jobs: _Jobs, n_records: int, replaced: int, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Expected vs valid jobs, errors, and broken pairings (fingerprint or seed mismatches)."""
+    checks = [_pairing_check(jobs, rec) for rec in jobs.all]
+    rows = []
+    for policy, factor in sorted({(r["policy"], r["factor"]) for r in jobs.all}):
+        idx = [i for i, r in enumerate(jobs.all) if (r["policy"], r["factor"]) == (policy, factor)]
+        recs = [jobs.all[i] for i in idx]
+        rows.append({"policy": policy, "factor": factor, "modifies_state": _modifies_state(recs),
+                     "jobs": len(recs), "valid": sum(r.get("error") is None for r in recs),
+                     "errors": sum(r.get("error") is not None for r in recs),
+                     **{name: sum(checks[i][name] for i in idx) for name in _CHECKS}})
+    expected, missing, unexpected = _expected(jobs, config)
+    table = {"expected_jobs": expected, "records": n_records, "superseded": replaced, "jobs": len(jobs.all),
+             "valid": len(jobs.valid), "errors": len(jobs.all) - len(jobs.valid), "missing": missing,
+             "unexpected": unexpected, **{name: sum(c[name] for c in checks) for name in _CHECKS},
+             "by_factor": rows}
+    table["problems"] = _integrity_problems(table)
+    for problem in table["problems"]:
+        log.warning("integrity: %s", problem)
+    return table
+
+
+_CHECKS = ("hash_mismatch", "hash_unchecked", "seed_mismatch", "unpaired")
+
+
+def _pairing_check(jobs: _Jobs, rec: Record) -> dict[str, int]:
+    """Check one record's pairing.
+
+    Fingerprint: against the clean run of the same (task, episode) by the first policy that has one (the state
+    after reset does not depend on the policy), else against the record's ``expected_fingerprint``.
+    Seeds: against the same policy's clean run and against the same job run by the first policy that has it.
+    """
+    task, episode = rec["task"], int(rec["episode"])
+    clean_runs = _runs_of(jobs, (task, CLEAN, 0, episode))
+    ref_print = next((r.get("fingerprint") for r in clean_runs if r.get("fingerprint") is not None),
+                     rec.get("expected_fingerprint"))
+    own_print = rec.get("fingerprint")
+    own_clean = jobs.any_by_job.get((rec["policy"], task, CLEAN, 0, episode))
+    same_job = _runs_of(jobs, job_key(rec)[1:])
+    seed_refs = [r for r in (own_clean, same_job[0] if same_job else None) if r is not None and r is not rec]
+    seeds_differ = any(r.get(s) != rec.get(s) for r in seed_refs for s in ("env_seed", "policy_seed"))
+    unpaired = rec["factor"] != CLEAN and rec.get("error") is None and (own_clean is None
+                                                                         or own_clean.get("error") is not None)
+    return {"hash_mismatch": int(own_print is not None and ref_print is not None and own_print != ref_print),
+            "hash_unchecked": int(own_print is None or ref_print is None),
+            "seed_mismatch": int(seeds_differ), "unpaired": int(unpaired)}
+
+
+def _runs_of(jobs: _Jobs, job: tuple[str, str, int, int]) -> list[dict[str, Any]]:
+    """The records (valid or not) of one (task, factor, level, episode) job across policies, in policy order."""
+    found = (jobs.any_by_job.get((policy, *job)) for policy in jobs.policies)
+    return [r for r in found if r is not None]
+
+
+def _expected(jobs: _Jobs, config: Mapping[str, Any]) -> tuple[int | None, int | None, int | None]:
+    """Expected job count and, when the config lists the jobs, how many are missing / not expected."""
+    listed = config.get("expected_jobs")
+    if listed is not None:
+        expected = {_as_job_key(job) for job in listed}
+        present = {job_key(r) for r in jobs.all}
+        return len(expected), len(expected - present), len(present - expected)
+    count = config.get("expected_job_count")
+    return (int(count), max(0, int(count) - len(jobs.all)), None) if count is not None else (None, None, None)
+
+
+def _as_job_key(job: Any) -> JobKey:
+    if isinstance(job, Mapping):
+        return job_key(job)
+    policy, task, factor, level, episode = job
+    return str(policy), str(task), str(factor), int(level), int(episode)
+
+
+def _integrity_problems(table: Mapping[str, Any]) -> list[str]:
+    problems = []
+    if table["missing"]:
+        problems.append(f"{table['missing']} expected job(s) have no record: resume the run")
+    if table["errors"]:
+        problems.append(f"{table['errors']} job(s) ended with an error and are left out of the statistics")
+    for row in table["by_factor"]:
+        if row["hash_mismatch"] and row["modifies_state"] is False:
+            problems.append(f"{row['policy']}/{row['factor']}: {row['hash_mismatch']} fingerprint mismatch(es) for "
+                            "an observation-only factor: the shift leaked into the simulator state or the "
+                            "episodes are not paired")
+        elif row["hash_mismatch"]:
+            problems.append(f"{row['policy']}/{row['factor']}: {row['hash_mismatch']} fingerprint mismatch(es): "
+                            "the state before the shift differs from the clean run's")
+        if row["seed_mismatch"]:
+            problems.append(f"{row['policy']}/{row['factor']}: {row['seed_mismatch']} seed mismatch(es) "
+                            "between paired runs")
+    return problems
+
+
+# ------------------------------------------------------------------------------------------------ JSON
+
+def to_json_safe(value: Any) -> Any:
+    """Plain JSON types only: NaN/inf → None, numpy scalars/arrays → Python, tuples → lists, paths → str."""
+    if isinstance(value, Mapping):
+        return {str(k): to_json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [to_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def _versions() -> dict[str, str]:
+    from importlib import metadata
+
+    versions = {"python": sys.version.split()[0], "numpy": np.__version__}
+    try:
+        versions["r2a"] = metadata.version("r2a")
+    except metadata.PackageNotFoundError:  # pragma: no cover - running from a source tree
+        versions["r2a"] = "unknown"
+    return versions
+
+
+# ---------------------------------------------------------------------------------------------- writing
+
+def write_report(out_dir: Path, summary: Mapping[str, Any]) -> list[Path]:
+    """Write ``summary.json`` (atomically), ``report.md`` and the PNG figures into ``out_dir``; return the paths.
+
+    Figures: ΔSR per factor/level with CIs, the task × condition SR heatmap, the failure-depth plot and, with
+    two or more policies, the uplift plot. Needs matplotlib (drawn with the Agg canvas, no display).
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = [_write_atomic(out_dir / "summary.json", json.dumps(to_json_safe(summary), indent=2) + "\n")]
+    figures = _write_figures(out_dir, summary)
+    paths.append(_write_atomic(out_dir / "report.md", render_markdown(summary, [p.name for p in figures])))
+    return paths + figures
+
+
+def _write_atomic(path: Path, text: str) -> Path:
+    """Write to a temporary sibling, then rename: a reader never sees a half-written file."""
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = ()) -> str:
+    """The Markdown report: integrity, per-condition, aggregate, uplift and stage-diagnostics tables."""
+    s = summary["settings"]
+    parts = [
+        "# Shift benchmark report", "",
+        f"Schema `{summary['schema']}` v{summary['schema_version']}; {s['n_resamples']} bootstrap resamples, "
+        f"seed {s['seed']}, 95 % intervals (Wilson for SR, paired percentile bootstrap for ΔSR and uplift); "
+        f"clean-competence threshold {s['competence_threshold']}"
+        + (f" on `{s['base_policy']}`'s clean SR." if s.get("base_policy") else " on each policy's clean SR."), "",
+        *_integrity_md(summary["integrity"]),
+        "## Clean runs", "", _table(["policy", "task", "n", "SR [95% CI]", "score", "competent"],
+                                    [[r["policy"], r["task"], r["n"], _sr_ci(r["sr"], r["sr_ci"]),
+                                      _num(r["normalized_score"]), "yes" if r["competent"] else "no"]
+                                     for r in summary["clean"]]), "",
+        "## Per condition", "", "ΔSR = SR_clean − SR_shift on paired episodes; transitions clean→shifted.", "",
+        _table(["policy", "task", "factor", "L", "n", "SR [95% CI]", "clean SR", "ΔSR [95% CI]",
+                "S→S", "S→F", "F→S", "F→F", "McNemar p", "score"],
+               [[r["policy"], r["task"], r["factor"], r["level"], r["n"], _sr_ci(r["sr"], r["sr_ci"]),
+                 _num(r["clean_sr"]), _sr_ci(r["delta_sr"], r["delta_sr_ci"]), *r["transitions"].values(),
+                 _num(r["mcnemar_p"]), _num(r["normalized_score"])] for r in summary["conditions"]]), "",
+        "## Per factor and level (macro over competent tasks)", "",
+        _table(["policy", "factor", "L", "tasks", "screened out", "pairs", "clean SR", "SR", "ΔSR [95% CI]",
+                "S→F", "F→S", "McNemar p"],
+               [[r["policy"], r["factor"], r["level"], len(r["tasks"]), ", ".join(r["screened_out"]) or "–",
+                 r["n_pairs"], _num(r["clean_sr"]), _num(r["sr"]), _sr_ci(r["delta_sr"], r["delta_sr_ci"]),
+                 r["transitions"]["S->F"], r["transitions"]["F->S"], _num(r["mcnemar_p"])]
+                for r in summary["aggregates"]]), "",
+        *_uplift_md(summary["uplift"]),
+        *_stages_md(summary["conditions"]),
+        *_trajectory_md(summary["conditions"]),
+    ]
+    parts += ["## Figures", ""] + [f"![{name}]({name})" for name in figures] + [""] if figures else []
+    return "\n".join(parts)
+
+
+def _integrity_md(t: Mapping[str, Any]) -> list[str]:
+    lines = ["## Integrity", "",
+             _table(["expected", "records", "superseded", "jobs", "valid", "errors", "missing", "hash mismatch",
+                     "hash unchecked", "seed mismatch", "unpaired"],
+                    [[_num(t["expected_jobs"]), t["records"], t["superseded"], t["jobs"], t["valid"], t["errors"],
+                      _num(t["missing"]), t["hash_mismatch"], t["hash_unchecked"], t["seed_mismatch"],
+                      t["unpaired"]]]), "",
+             _table(["policy", "factor", "modifies state", "jobs", "valid", "errors", "hash mismatch",
+                     "seed mismatch", "unpaired"],
+                    [[r["policy"], r["factor"], _num(r["modifies_state"]), r["jobs"], r["valid"], r["errors"],
+                      r["hash_mismatch"], r["seed_mismatch"], r["unpaired"]] for r in t["by_factor"]]), ""]
+    lines += [f"- **{p}**" for p in t["problems"]] or ["No integrity problems."]
+    return lines + [""]
+
+
+def _uplift_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    return ["## Uplift (SR(candidate) − SR(baseline) on the same perturbed jobs)", "",
+            _table(["baseline", "candidate", "factor", "L", "pairs", "baseline SR", "candidate SR",
+                    "uplift [95% CI]", "S→F", "F→S", "McNemar p"],
+                   [[r["baseline"], r["candidate"], r["factor"], _num(r["level"]) if r["level"] is not None else "all",
+                     r["n_pairs"], _num(r["baseline_sr"]), _num(r["candidate_sr"]),
+                     _sr_ci(r["uplift"], r["uplift_ci"]), r["transitions"]["S->F"], r["transitions"]["F->S"],
+                     _num(r["mcnemar_p"])] for r in rows]), ""]
+
+
+def _stages_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    def hist(h: Mapping[str, int]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in h.items() if v) or "–"
+
+    body = [[r["policy"], r["task"], r["factor"], r["level"], st["n"], _num(st["mean_progress"]),
+             _num(st["share_before_first_stage"]), hist(st["first_incomplete"]), hist(st["deepest_reached"])]
+            for r in rows if (st := r["s_to_f_stages"])["n"]]
+    return ["## Stage diagnostics of the S→F cohorts", "",
+            _table(["policy", "task", "factor", "L", "S→F", "mean progress", "share before 1st stage",
+                    "first incomplete stage", "deepest stage reached"], body) if body else "No S→F episodes.", ""]
+
+
+def _trajectory_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    names = ("path_length", "mean_speed", "sparc", "gripper_toggles", "time_to_success")
+    body = [[r["policy"], r["task"], r["factor"], r["level"], tr["n"],
+             *(f"{_num(tr['clean'].get(m))} → {_num(tr['shifted'].get(m))}" for m in names)]
+            for r in rows if (tr := r["trajectory_both_success"])["n"]]
+    if not body:
+        return []
+    return ["## Trajectory quality on pairs that succeed in both runs (clean → shifted)", "",
+            _table(["policy", "task", "factor", "L", "pairs", *names], body), ""]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _num(x: Any, digits: int = 3) -> str:
+    if x is None:
+        return "–"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _sr_ci(value: Any, ci: Sequence[Any]) -> str:
+    return f"{_num(value)} [{_num(ci[0])}, {_num(ci[1])}]"
+
+
+# ---------------------------------------------------------------------------------------------- figures
+
+def _write_figures(out_dir: Path, summary: Mapping[str, Any]) -> list[Path]:
+    try:
+        from matplotlib.figure import Figure  # noqa: F401  (imported here: heavy, needed only for figures)
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise R2AInputError("the benchmark report's figures need matplotlib: pip install matplotlib") from exc
+    figures = [("delta_sr.png", _plot_delta_sr), ("sr_heatmap.png", _plot_heatmap),
+               ("failure_depth.png", _plot_failure_depth)]
+    if len(summary["policies"]) >= 2:
+        figures.append(("uplift.png", _plot_uplift))
+    paths = []
+    for name, plot in figures:
+        fig = plot(summary)
+        if fig is None:
+            log.info("figure %s: nothing to plot", name)
+            continue
+        tmp = out_dir / f".{name}.tmp"
+        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
+        os.replace(tmp, out_dir / name)
+        paths.append(out_dir / name)
+    return paths
+
+
+def _new_figure(n_panels: int, width: float = 6.0, height: float = 3.5) -> tuple[Any, list[Any]]:
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height * n_panels), layout="constrained")
+    return fig, [fig.add_subplot(n_panels, 1, i + 1) for i in range(n_panels)]
+
+
+def _grouped_bars(ax: Any, rows: Sequence[Mapping[str, Any]], value: str, ci: str, ylabel: str) -> None:
+    """Bars per factor, one per level, with CI error bars (missing values are left out)."""
+    factors = sorted({r["factor"] for r in rows})
+    levels = sorted({r["level"] for r in rows})
+    width = 0.8 / max(1, len(levels))
+    for j, level in enumerate(levels):
+        xs, ys, err = [], [], [[], []]
+        for i, factor in enumerate(factors):
+            row = next((r for r in rows if r["factor"] == factor and r["level"] == level), None)
+            if row is None or row[value] is None or None in row[ci]:
+                continue
+            xs.append(i + (j - (len(levels) - 1) / 2) * width)
+            ys.append(row[value])
+            err[0].append(max(0.0, row[value] - row[ci][0]))
+            err[1].append(max(0.0, row[ci][1] - row[value]))
+        ax.bar(xs, ys, width, yerr=err, capsize=3, label=f"L{level}")
+    ax.axhline(0.0, color="black", linewidth=0.8)
+    ax.set_xticks(range(len(factors)), factors)
+    ax.set_ylabel(ylabel)
+    ax.legend(fontsize="small")
+
+
+def _plot_delta_sr(summary: Mapping[str, Any]) -> Any:
+    rows = summary["aggregates"]
+    if not rows:
+        return None
+    policies = sorted({r["policy"] for r in rows})
+    fig, axes = _new_figure(len(policies))
+    for ax, policy in zip(axes, policies):
+        _grouped_bars(ax, [r for r in rows if r["policy"] == policy], "delta_sr", "delta_sr_ci", "ΔSR")
+        ax.set_title(f"{policy}: ΔSR = SR_clean − SR_shift (95 % paired bootstrap CI)", fontsize="medium")
+    return fig
+
+
+def _plot_heatmap(summary: Mapping[str, Any]) -> Any:
+    policies, tasks = summary["policies"], summary["tasks"]
+    conditions = [(CLEAN, 0)] + sorted({(r["factor"], r["level"]) for r in summary["conditions"]})
+    if not tasks or not policies:
+        return None
+    fig, axes = _new_figure(len(policies), width=max(5.0, 1.0 + 0.8 * len(conditions)),
+                            height=max(2.0, 0.9 + 0.45 * len(tasks)))
+    for ax, policy in zip(axes, policies):
+        grid = np.full((len(tasks), len(conditions)), np.nan)
+        for r in summary["clean"] + summary["conditions"]:
+            if r["policy"] == policy and r["sr"] is not None:
+                cond = (r.get("factor", CLEAN), r.get("level", 0))
+                grid[tasks.index(r["task"]), conditions.index(cond)] = r["sr"]
+        image = ax.imshow(grid, vmin=0.0, vmax=1.0, cmap="viridis", aspect="auto")
+        for (i, j), v in np.ndenumerate(grid):
+            if np.isfinite(v):
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize="small",
+                        color="white" if v < 0.5 else "black")
+        ax.set_xticks(range(len(conditions)), [CLEAN if f == CLEAN else f"{f} L{lvl}" for f, lvl in conditions],
+                      rotation=45, ha="right")
+        ax.set_yticks(range(len(tasks)), tasks)
+        ax.set_title(f"{policy}: success rate", fontsize="medium")
+        fig.colorbar(image, ax=ax, fraction=0.03)
+    return fig
+
+
+def _plot_failure_depth(summary: Mapping[str, Any]) -> Any:
+    """Stacked share of failures by first incomplete stage, per factor (levels and tasks pooled)."""
+    rows = [{**r, "factor": CLEAN} for r in summary["clean"]] + list(summary["conditions"])
+    stages = _stage_order(r["failure_stages"]["first_incomplete"] for r in rows)
+    if not stages:
+        return None
+    policies = summary["policies"]
+    fig, axes = _new_figure(len(policies))
+    for ax, policy in zip(axes, policies):
+        factors = [CLEAN] + sorted({r["factor"] for r in rows if r["policy"] == policy and r["factor"] != CLEAN})
+        counts = np.zeros((len(factors), len(stages)))
+        for r in rows:
+            if r["policy"] == policy:
+                for stage, k in r["failure_stages"]["first_incomplete"].items():
+                    counts[factors.index(r["factor"]), stages.index(stage)] += k
+        totals = counts.sum(axis=1, keepdims=True)
+        shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
+        bottom = np.zeros(len(factors))
+        for k, stage in enumerate(stages):
+            ax.bar(range(len(factors)), shares[:, k], bottom=bottom, label=stage)
+            bottom += shares[:, k]
+        ax.set_xticks(range(len(factors)), [f"{f}\n(n={int(t)})" for f, t in zip(factors, totals[:, 0])])
+        ax.set_ylabel("share of failures")
+        ax.set_title(f"{policy}: first incomplete stage of failed episodes", fontsize="medium")
+        ax.legend(fontsize="small", bbox_to_anchor=(1.01, 1.0), loc="upper left")
+    return fig
+
+
+def _stage_order(histograms: Iterable[Mapping[str, int]]) -> list[str]:
+    """Union of stage names in first-seen order, with "all_reached" last."""
+    order: list[str] = []
+    for hist in histograms:
+        order += [k for k in hist if k not in order and k != ALL_STAGES_REACHED]
+    return order + [ALL_STAGES_REACHED] if order else []
+
+
+def _plot_uplift(summary: Mapping[str, Any]) -> Any:
+    """Uplift per factor/level for each unordered policy pair (the base policy as baseline when configured)."""
+    base = summary["settings"].get("base_policy")
+    rows = [r for r in summary["uplift"] if r["level"] is not None
+            and (r["baseline"] == base if base in summary["policies"] else r["baseline"] < r["candidate"])]
+    pairs = sorted({(r["baseline"], r["candidate"]) for r in rows})
+    if not pairs:
+        return None
+    fig, axes = _new_figure(len(pairs))
+    for ax, (baseline, candidate) in zip(axes, pairs):
+        _grouped_bars(ax, [r for r in rows if (r["baseline"], r["candidate"]) == (baseline, candidate)],
+                      "uplift", "uplift_ci", "uplift")
+        ax.set_title(f"SR({candidate}) − SR({baseline}) (95 % paired bootstrap CI)", fontsize="medium")
+    return fig

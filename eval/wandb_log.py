@@ -1,0 +1,25 @@
+"""Optional Weights & Biases logging of a benchmark summary (offline by default; wandb is an extra)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from r2a_core.errors import R2AInputError
+
+
+def log_summary(summary: dict[str, Any], config, mode: str = "offline", out_dir: str | Path = ".") -> None:
+    """Log the per factor/level aggregates and uplift rows as wandb tables under ``out_dir/wandb``."""
+    try:
+        import wandb
+    except ImportError:
+        raise R2AInputError("--wandb needs Weights & Biases: pip install 'r2a[wandb]'") from None
+    run = wandb.init(project="r2a-bench", name=config.name, mode=mode, dir=str(out_dir), config=config.to_dict())
+    for key in ("aggregates", "uplift"):
+        rows = summary.get(key) or []
+        if rows:
+            columns = sorted({c for row in rows for c in row if not isinstance(row[c], (dict, list))})
+            run.log({key: wandb.Table(columns=columns, data=[[row.get(c) for c in columns] for row in rows])})
+    run.summary.update({"integrity/" + k: v for k, v in summary.get("integrity", {}).items()
+                        if isinstance(v, (int, float)) or v is None})
+    run.finish()
