@@ -74,14 +74,14 @@ def _record(args: tuple[int, int]) -> tuple[int, Episode]:
 def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     """Record ``config.episodes`` expert episodes into ``config.out`` (atomically)."""
     from demos.hdf5_io import HDF5EpisodeWriter
-    from eval.envs.robosuite_env import SimConfig
+    from eval.envs.robosuite_env import SimConfig, env_args_for
     from eval.envs.tasks import get_task
 
     get_task(config.task)  # fail fast on an unknown task, before any process starts
     if config.episodes < 1 or config.workers < 1:
         raise R2AInputError(f"--episodes and --workers must be ≥ 1 (got {config.episodes}, {config.workers})")
     sim_config = SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras)
-    env_args = {"env_name": config.task, "type": "r2a_robosuite", "env_kwargs": vars(sim_config)}
+    env_args = env_args_for(sim_config)
     jobs = [(i, config.seed + i) for i in range(config.episodes)]
     successes = frames = 0
     start = time.perf_counter()

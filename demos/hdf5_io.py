@@ -242,6 +242,8 @@ def _read_episode(g: h5py.Group, where: str, attrs: dict[str, Any], upright: boo
     problem, env_args = attrs["problem_info"], attrs["env_args"]
     meta = json.loads(g.attrs["meta"]) if "meta" in g.attrs else {}
     meta.update({"source": str(g.file.filename), "demo": g.name.split("/")[-1], "env_args": env_args})
+    if "action_space" in env_args:
+        meta.setdefault("action_space", env_args["action_space"])
     if not load_images:
         meta["image_shapes"] = {cam: list(obs[k].shape[1:]) for cam, keys in CAMERA_KEYS.items()
                                 for k in keys if k in obs}

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from r2a_core.errors import R2AInputError
+from r2a_core.yaml_io import read_yaml_mapping
 
 CLEAN = "clean"
 LEVELS = (1, 2, 3)
@@ -41,15 +42,7 @@ class BenchConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> "BenchConfig":
-        path = Path(path)
-        if not path.is_file():
-            raise R2AInputError(f"{path}: no such benchmark config")
-        try:
-            raw = yaml.safe_load(path.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise R2AInputError(f"{path}: not valid YAML: {err}") from None
-        if not isinstance(raw, dict):
-            raise R2AInputError(f"{path}: expected a mapping of config fields at the top level")
+        raw = read_yaml_mapping(path, "benchmark config")
         for item in overrides or []:
             key, sep, value = item.partition("=")
             if not sep:

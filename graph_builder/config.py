@@ -16,6 +16,7 @@ from typing import Any
 import yaml
 
 from r2a_core.errors import R2AInputError
+from r2a_core.yaml_io import read_yaml_mapping
 
 
 @dataclass(frozen=True)
@@ -143,14 +144,8 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     """Defaults, then the YAML file (if any), then ``section.field=value`` overrides (values parsed as YAML)."""
     cfg = GraphConfig()
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise R2AInputError(f"graph config {p}: file not found")
-        try:
-            data = yaml.safe_load(p.read_text()) or {}
-        except yaml.YAMLError as err:
-            raise R2AInputError(f"graph config {p}: not valid YAML ({str(err).splitlines()[0]})") from None
-        cfg = GraphConfig.from_dict(data, where=f"graph config {p}")
+        data = read_yaml_mapping(path, "graph config")
+        cfg = GraphConfig.from_dict(data, where=f"graph config {path}")
     for item in overrides or []:
         cfg = apply_override(cfg, item)
     return cfg

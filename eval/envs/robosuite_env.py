@@ -82,6 +82,12 @@ def _placement_sampler(task: Task):
                                 reference_pos=np.array((0, 0, 0.8)), z_offset=0.01)
 
 
+def env_args_for(config: SimConfig) -> dict[str, Any]:
+    """robomimic-style ``env_args`` of a simulator config: enough to rebuild it, plus the action space."""
+    return {"env_name": config.task, "type": "r2a_robosuite", "env_kwargs": asdict(config),
+            "robosuite_env": get_task(config.task).env_name, "action_space": OSC_POSE_DELTA.to_dict()}
+
+
 class SimEnv:
     """One task's simulator. ``reset(seed)`` gives the same initial state for the same seed, in any process."""
 
@@ -154,9 +160,22 @@ class SimEnv:
         """Recompute the observation from the current model and state without stepping, and return it.
 
         Call after editing the model or the state between steps (the shift factors do, right after ``reset``):
-        cameras are re-rendered and proprio is re-read; the physics is untouched.
+        cameras are re-rendered and proprio is re-read; the physics is untouched. robosuite's own forced update
+        would also advance each observable's sampling clock by one physics substep, so that every later image
+        is sampled one substep early; the clocks are restored here so later observations stay as they were.
         """
-        self._obs = self._make_obs(self.raw_env._get_observations(force_update=True))
+        env = self.raw_env
+        clocks = {name: (o._time_since_last_sample, o._sampled, o._current_delay)
+                  for name, o in env._observables.items()}
+        try:
+            for observable in env._observables.values():
+                observable.update(timestep=0.0, obs_cache=env._obs_cache, force=True)
+            raw_obs = env._get_observations()
+        finally:
+            for name, (since, sampled, delay) in clocks.items():
+                o = env._observables[name]
+                o._time_since_last_sample, o._sampled, o._current_delay = since, sampled, delay
+        self._obs = self._make_obs(raw_obs)
         return self._obs
 
     def mark_initial_state(self) -> None:
@@ -283,8 +302,7 @@ class SimEnv:
 
     def env_args(self) -> dict[str, Any]:
         """What is needed to rebuild this environment (robomimic's ``env_args``)."""
-        return {"env_name": self.task.name, "type": "r2a_robosuite", "env_kwargs": asdict(self.config),
-                "robosuite_env": self.task.env_name, "action_space": self.action_space.to_dict()}
+        return env_args_for(self.config)
 
     def close(self) -> None:
         try:

@@ -1,0 +1,112 @@
+"""Background shift: recolour and re-texture the table, the floor and the walls.
+
+Per episode, ``surfaces`` of the three surface groups are changed. Each gets a colour (random hue, saturation
+and value from the level's ranges; MuJoCo multiplies it with the surface's texture) and, with probability
+``swap_prob``, another texture: its geoms take another of the arena's existing materials (swapping a geom's
+material needs no render-context rebuild; changing a material's texture would). Task objects and the robot keep
+their look. In PickPlaceCan the "table" is the two bins and their legs. Only visual geoms are edited.
+"""
+
+from __future__ import annotations
+
+import colorsys
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eval.shifts.base import INT, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, uniform
+from r2a_core.errors import R2AInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from eval.envs.robosuite_env import SimEnv
+
+SURFACES = ("table", "floor", "walls")
+#: textured materials of robosuite's arenas that a surface may take (objects' and robot's materials excluded)
+ARENA_MATERIALS = {
+    "table": ("table_ceramic", "table_mat", "table_legs_metal", "floorplane", "walls_mat"),
+    "bins": ("light-wood", "dark-wood", "table_legs_metal", "floorplane", "walls_mat"),
+}
+#: each surface's own material per arena (a swap picks another one)
+NATIVE_MATERIAL = {
+    "table": {"table": "table_ceramic", "floor": "floorplane", "walls": "walls_mat"},
+    "bins": {"table": "light-wood", "floor": "floorplane", "walls": "walls_mat"},
+}
+
+
+def arena_of(task: str) -> str:
+    return "bins" if task == "PickPlaceCan" else "table"
+
+
+class BackgroundShift(ShiftFactor):
+    name = "background"
+    index = 4
+    modifies_state = False
+    summary = "table / floor / wall colour and texture swaps"
+    level_schema = {"surfaces": INT, "saturation": RANGE, "value": RANGE, "swap_prob": PROB}
+
+    def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
+        count = spec["surfaces"]
+        if not 1 <= count <= len(SURFACES):
+            raise R2AInputError(f"background.surfaces must be 1..{len(SURFACES)}, got {count}")
+        chosen = sorted(rng.choice(len(SURFACES), size=count, replace=False).tolist())
+        arena = arena_of(task)
+        changes = {}
+        for i in chosen:
+            materials = [m for m in ARENA_MATERIALS[arena] if m != NATIVE_MATERIAL[arena][SURFACES[i]]]
+            rgb = colorsys.hsv_to_rgb(rng.uniform(0.0, 1.0), uniform(rng, spec["saturation"]),
+                                      uniform(rng, spec["value"]))
+            swap = bool(rng.random() < spec["swap_prob"])
+            material = materials[int(rng.integers(len(materials)))] if swap else None
+            changes[SURFACES[i]] = {"rgb": [float(c) for c in rgb], "material": material}
+        return {"surfaces": changes}
+
+    def describe(self, params: dict[str, Any]) -> str:
+        return " ".join(s + ("*" if c["material"] else "") for s, c in params["surfaces"].items())
+
+    def apply(self, sim: "SimEnv", params: dict[str, Any]) -> Undo:
+        import mujoco
+
+        model = raw_model(sim)
+        snapshot = ArraySnapshot()
+        snapshot.save(model.geom_rgba)
+        snapshot.save(model.geom_matid)
+        groups = surface_geoms(sim)
+        for surface, change in params["surfaces"].items():
+            geoms = groups[surface]
+            if change["material"] is not None:
+                mat = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_MATERIAL, change["material"])
+                if mat < 0:
+                    raise R2AInputError(f"background: material '{change['material']}' does not exist in task "
+                                        f"'{sim.task.name}'s scene")
+                model.geom_matid[geoms] = mat
+            # a geom rgba other than MuJoCo's default (0.5, 0.5, 0.5, 1) overrides the material colour and
+            # multiplies its texture
+            model.geom_rgba[geoms] = [*change["rgb"], 1.0]
+        sim.sim.forward()
+
+        def undo() -> None:
+            snapshot.restore()
+            sim.sim.forward()
+
+        return undo
+
+
+def surface_geoms(sim: "SimEnv") -> dict[str, list[int]]:
+    """Visual geoms of each surface group: table (or bins) with legs, floor, walls."""
+    model = raw_model(sim)
+    names = sim.sim.model
+    groups: dict[str, list[int]] = {s: [] for s in SURFACES}
+    for g in range(model.ngeom):
+        name = names.geom_id2name(g) or ""
+        body = names.body_id2name(int(model.geom_bodyid[g])) or ""
+        visual = model.geom_contype[g] == 0 and model.geom_conaffinity[g] == 0
+        if name == "floor":
+            groups["floor"].append(g)
+        elif name.startswith("wall_"):
+            groups["walls"].append(g)
+        elif visual and (body == "table" or body in ("bin1", "bin2")):
+            groups["table"].append(g)
+    empty = [s for s, geoms in groups.items() if not geoms]
+    if empty:
+        raise R2AInputError(f"background: no geoms found for {', '.join(empty)} in task '{sim.task.name}'")
+    return groups

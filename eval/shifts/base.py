@@ -1,0 +1,205 @@
+"""The shift-factor interface and the small helpers every factor shares.
+
+A factor changes one thing about an episode (the camera, the light, the start pose, ...) at a severity level
+L1–L3; L0 is the clean condition and is never passed to a factor. Its life in one episode:
+
+1. ``sample(level, rng, task)`` draws JSON-serializable parameters from the level's ranges (pure: no simulator);
+2. ``apply(sim, params)`` runs right after ``sim.reset(seed)`` and after the runner recorded the fingerprint; it
+   edits the model and/or the state and returns ``undo``, which restores exactly the clean model (the env is
+   reused with ``hard_reset=False``, so model edits would otherwise persist into the next episode; state edits
+   are undone by the next reset);
+3. ``transform_obs(obs, params, rng)`` is applied to every observation the policy sees (identity by default).
+
+``modifies_state`` says whether the factor changes the simulator's state or physics (then the scene really
+differs) or only what the policy observes (then the physics, the fingerprint and a privileged expert's
+behaviour are untouched).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+import numpy as np
+
+from r2a_core.errors import R2AInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from eval.envs.robosuite_env import SimEnv
+
+#: valid shift levels (L0 = clean is handled by the caller, not by a factor)
+LEVELS: tuple[int, ...] = (1, 2, 3)
+
+Undo = Callable[[], None]
+
+#: kinds of level parameters the YAML may hold (see :func:`check_value`)
+RANGE, NUMBER, INT, PROB, BOOL = "range", "number", "int", "probability", "bool"
+
+
+def check_level(level: Any) -> int:
+    """``level`` as an int in 1..3, or :class:`R2AInputError` (0 is the clean condition, not a factor level)."""
+    if isinstance(level, (bool, np.bool_)) or not isinstance(level, (int, np.integer)) or int(level) not in LEVELS:
+        raise R2AInputError(f"shift level {level!r} is not valid: expected 1, 2 or 3 "
+                            "(level 0 is the clean condition and applies no shift)")
+    return int(level)
+
+
+def check_value(kind: str, value: Any, where: str) -> Any:
+    """Validate one level parameter of kind ``range``/``number``/``int``/``probability``/``bool``."""
+    def is_number(x: Any) -> bool:
+        return isinstance(x, (int, float)) and not isinstance(x, bool) and np.isfinite(x)
+
+    if kind == RANGE:
+        if not (isinstance(value, (list, tuple)) and len(value) == 2 and all(map(is_number, value))
+                and value[0] <= value[1]):
+            raise R2AInputError(f"{where}: expected a range [low, high] with low <= high, got {value!r}")
+        return [float(value[0]), float(value[1])]
+    if kind == NUMBER:
+        if not is_number(value):
+            raise R2AInputError(f"{where}: expected a number, got {value!r}")
+        return float(value)
+    if kind == INT:
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 0):
+            raise R2AInputError(f"{where}: expected a non-negative integer, got {value!r}")
+        return int(value)
+    if kind == PROB:
+        if not (is_number(value) and 0.0 <= value <= 1.0):
+            raise R2AInputError(f"{where}: expected a probability in [0, 1], got {value!r}")
+        return float(value)
+    if kind == BOOL:
+        if not isinstance(value, bool):
+            raise R2AInputError(f"{where}: expected true or false, got {value!r}")
+        return value
+    raise AssertionError(kind)
+
+
+class ShiftFactor:
+    """Base class of the shift factors; subclasses set the class attributes and implement ``_sample``/``apply``.
+
+    ``levels`` maps 1..3 to that level's validated parameters (from ``configs/bench/factors.yaml``).
+    """
+
+    #: registry name
+    name: ClassVar[str] = ""
+    #: stable index in the parameter seed ``[seed, level, index]`` — never reuse or renumber
+    index: ClassVar[int] = -1
+    #: True if the factor changes the simulator state/physics, False if it changes only observations
+    modifies_state: ClassVar[bool] = False
+    #: parameter name → kind (``range``, ``number``, ``int``, ``probability``, ``bool``) of each level
+    level_schema: ClassVar[dict[str, str]] = {}
+    #: one-line description (README, CLI help)
+    summary: ClassVar[str] = ""
+
+    def __init__(self, levels: dict[int, dict[str, Any]]) -> None:
+        self.levels = levels
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, modifies_state={self.modifies_state})"
+
+    def level_params(self, level: int) -> dict[str, Any]:
+        return self.levels[check_level(level)]
+
+    def sample(self, level: int, rng: np.random.Generator, task: str) -> dict[str, Any]:
+        """Draw this episode's parameters (JSON-serializable) from ``level``'s ranges."""
+        params = self._sample(self.level_params(level), rng, task)
+        return {"factor": self.name, "level": int(level), **to_jsonable(params)}
+
+    def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def describe(self, params: dict[str, Any]) -> str:
+        """A short human-readable summary of sampled parameters (logs, contact sheet)."""
+        return ""
+
+    def apply(self, sim: "SimEnv", params: dict[str, Any]) -> Undo:
+        """Change the simulator after reset; return ``undo`` restoring the clean model. Default: nothing."""
+        return lambda: None
+
+    def transform_obs(self, obs: dict[str, Any], params: dict[str, Any],
+                      rng: np.random.Generator) -> dict[str, Any]:
+        """Change an observation the policy sees (a new dict; the input is not modified). Default: identity."""
+        return obs
+
+
+# ------------------------------------------------------------------------------------------------ helpers
+def to_jsonable(value: Any) -> Any:
+    """numpy scalars/arrays → Python floats/ints/lists, recursively."""
+    if isinstance(value, dict):
+        return {str(k): to_jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [to_jsonable(v) for v in value]
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return int(value)
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    return value
+
+
+def uniform(rng: np.random.Generator, bounds: list[float]) -> float:
+    return float(rng.uniform(bounds[0], bounds[1]))
+
+
+def signed_uniform(rng: np.random.Generator, bounds: list[float]) -> float:
+    """A magnitude from ``bounds`` with a random sign."""
+    return float(rng.choice((-1.0, 1.0)) * rng.uniform(bounds[0], bounds[1]))
+
+
+def raw_model(sim: "SimEnv"):
+    """The ``mujoco.MjModel`` behind robosuite's wrapper (its arrays are edited in place)."""
+    return sim.sim.model._model
+
+
+def raw_data(sim: "SimEnv"):
+    return sim.sim.data._data
+
+
+class ArraySnapshot:
+    """Copies of some arrays (or some rows of them), written back by :meth:`restore`."""
+
+    def __init__(self) -> None:
+        self._saved: list[tuple[np.ndarray, Any, np.ndarray]] = []
+
+    def save(self, array: np.ndarray, index: Any = slice(None)) -> None:
+        self._saved.append((array, index, np.array(array[index], copy=True)))
+
+    def restore(self) -> None:
+        for array, index, value in reversed(self._saved):
+            array[index] = value
+
+
+def rotation_about(axis: np.ndarray, angle: float) -> np.ndarray:
+    """3×3 rotation matrix about ``axis`` (any length) by ``angle`` radians (Rodrigues)."""
+    axis = np.asarray(axis, dtype=np.float64)
+    axis = axis / np.linalg.norm(axis)
+    k = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
+    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
+
+
+def matrix_to_quat(m: np.ndarray) -> np.ndarray:
+    """3×3 rotation → wxyz quaternion (MuJoCo's convention)."""
+    import mujoco
+
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, np.asarray(m, dtype=np.float64).reshape(-1))
+    return quat
+
+
+def quat_to_mat(q: np.ndarray) -> np.ndarray:
+    import mujoco
+
+    mat = np.zeros(9)
+    mujoco.mju_quat2Mat(mat, np.asarray(q, dtype=np.float64))
+    return mat.reshape(3, 3)
+
+
+def view_pivot(sim: "SimEnv", camera: str = "agentview") -> np.ndarray:
+    """Where the camera's optical axis meets the table plane: the scene centre the camera looks at."""
+    model = raw_model(sim)
+    cam = sim.sim.model.camera_name2id(camera)
+    pos, rot = np.array(model.cam_pos[cam]), quat_to_mat(model.cam_quat[cam])
+    forward = -rot[:, 2]  # MuJoCo cameras look along their −z axis
+    height = sim.table_height()
+    if forward[2] > -1e-3:  # looking level or up: fall back to a point 1 m ahead
+        return pos + forward
+    return pos + forward * (pos[2] - height) / -forward[2]

@@ -1,0 +1,96 @@
+"""Camera shift: move and turn the third-person ``agentview`` camera (the wrist camera is untouched).
+
+Five parts, all drawn per episode and applied in this order to the clean pose (LIBERO-Plus's camera factor plus
+the lateral translation the pilot showed is needed, DESIGN.md §5/§6b):
+
+* ``distance_scale`` — move along the line of sight, away from the *pivot* (where the optical axis meets the
+  table plane), keeping the pivot in the image centre;
+* ``elevation_deg`` — rotate about the horizontal axis through the pivot (positive: higher, more top-down);
+* ``orbit_deg`` — rotate about the world z-axis through the pivot;
+* ``shift_m`` — translate the camera in its own image plane (direction ``shift_dir_deg``), so the scene slides
+  in the image instead of staying centred;
+* ``look_away_deg`` — rotate the view direction in place about an axis in the image plane (``look_dir_deg``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eval.shifts.base import (RANGE, ArraySnapshot, ShiftFactor, Undo, matrix_to_quat, quat_to_mat, raw_model,
+                              rotation_about, signed_uniform, uniform, view_pivot)
+from r2a_core.errors import R2AInputError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from eval.envs.robosuite_env import SimEnv
+
+CAMERA = "agentview"
+
+
+class CameraShift(ShiftFactor):
+    name = "camera"
+    index = 0
+    modifies_state = False
+    summary = "third-person camera: distance, elevation, orbit about the table centre, lateral shift, look-away"
+    level_schema = {"orbit_deg": RANGE, "elevation_deg": RANGE, "distance_scale": RANGE, "shift_m": RANGE,
+                    "look_away_deg": RANGE}
+
+    def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
+        return {
+            "camera": CAMERA,
+            "orbit_deg": signed_uniform(rng, spec["orbit_deg"]),
+            "elevation_deg": signed_uniform(rng, spec["elevation_deg"]),
+            "distance_scale": uniform(rng, spec["distance_scale"]),
+            "shift_m": uniform(rng, spec["shift_m"]),
+            "shift_dir_deg": uniform(rng, [-180.0, 180.0]),
+            "look_away_deg": uniform(rng, spec["look_away_deg"]),
+            "look_dir_deg": uniform(rng, [-180.0, 180.0]),
+        }
+
+    def describe(self, params: dict[str, Any]) -> str:
+        return (f"orb {params['orbit_deg']:+.0f} el {params['elevation_deg']:+.0f} x{params['distance_scale']:.2f} "
+                f"sh {100 * params['shift_m']:.0f}cm la {params['look_away_deg']:.0f}")
+
+    def apply(self, sim: "SimEnv", params: dict[str, Any]) -> Undo:
+        model = raw_model(sim)
+        cam = sim.sim.model.camera_name2id(params["camera"])
+        if model.cam_bodyid[cam] != 0:
+            raise R2AInputError(f"camera '{params['camera']}' is attached to a moving body; only world-fixed "
+                                "cameras can be shifted")
+        snapshot = ArraySnapshot()
+        snapshot.save(model.cam_pos, cam)
+        snapshot.save(model.cam_quat, cam)
+        pos, rot = shifted_pose(np.array(model.cam_pos[cam]), quat_to_mat(model.cam_quat[cam]),
+                                view_pivot(sim, params["camera"]), params)
+        model.cam_pos[cam] = pos
+        model.cam_quat[cam] = matrix_to_quat(rot)
+        sim.sim.forward()
+
+        def undo() -> None:
+            snapshot.restore()
+            sim.sim.forward()
+
+        return undo
+
+
+def shifted_pose(pos: np.ndarray, rot: np.ndarray, pivot: np.ndarray,
+                 params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """The camera pose after the shift; ``rot``'s columns are the camera's x (right), y (up), z (backward)."""
+    pos = pivot + params["distance_scale"] * (pos - pivot)
+
+    axis = np.cross(pos - pivot, [0.0, 0.0, 1.0])  # horizontal; rotating about it by +θ raises the camera
+    if np.linalg.norm(axis) > 1e-6:
+        tilt = rotation_about(axis, np.deg2rad(params["elevation_deg"]))
+        pos, rot = pivot + tilt @ (pos - pivot), tilt @ rot
+
+    orbit = rotation_about(np.array([0.0, 0.0, 1.0]), np.deg2rad(params["orbit_deg"]))
+    pos, rot = pivot + orbit @ (pos - pivot), orbit @ rot
+
+    shift_dir = np.deg2rad(params["shift_dir_deg"])
+    pos = pos + params["shift_m"] * (np.cos(shift_dir) * rot[:, 0] + np.sin(shift_dir) * rot[:, 1])
+
+    look_dir = np.deg2rad(params["look_dir_deg"])
+    axis_in_camera = np.array([np.cos(look_dir), np.sin(look_dir), 0.0])
+    rot = rot @ rotation_about(axis_in_camera, np.deg2rad(params["look_away_deg"]))
+    return pos, rot

@@ -1,0 +1,70 @@
+"""Language shift: replace the instruction with a paraphrase (L1), a vaguer one (L2) or a vague/indirect one (L3).
+
+The rewrites live in ``configs/language/<Task>.yaml`` (keys ``L1``–``L3``, several instructions each; LIBERO-Plus
+used LLM rewrites); the sampler picks one per episode. Only the ``prompt`` the policy sees changes.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+from eval.shifts.base import INT, ShiftFactor
+from r2a_core.errors import R2AInputError
+from r2a_core.types import PROMPT
+
+LANGUAGE_DIR = Path(__file__).resolve().parents[2] / "configs" / "language"
+#: format of configs/language/<Task>.yaml this reader understands
+FORMAT_VERSION = 1
+
+
+@lru_cache(maxsize=None)
+def load_instructions(task: str, directory: str | None = None) -> dict[int, tuple[str, ...]]:
+    """The rewritten instructions of ``task`` per level, validated."""
+    path = Path(directory or LANGUAGE_DIR) / f"{task}.yaml"
+    if not path.is_file():
+        available = sorted(p.stem for p in Path(directory or LANGUAGE_DIR).glob("*.yaml"))
+        raise R2AInputError(f"no instruction rewrites for task '{task}' ({path} not found); tasks with rewrites: "
+                            f"{', '.join(available) or 'none'}")
+    doc = yaml.safe_load(path.read_text())
+    if not isinstance(doc, dict) or doc.get("format_version") != FORMAT_VERSION:
+        raise R2AInputError(f"{path}: expected format_version {FORMAT_VERSION} and levels L1, L2, L3")
+    unknown = sorted(set(doc) - {"format_version", "task", "original", "L1", "L2", "L3"})
+    if unknown:
+        raise R2AInputError(f"{path}: unknown key '{unknown[0]}'; valid keys: format_version, task, original, "
+                            "L1, L2, L3")
+    out = {}
+    for level in (1, 2, 3):
+        items = doc.get(f"L{level}")
+        if not (isinstance(items, list) and items and all(isinstance(s, str) and s.strip() for s in items)):
+            raise R2AInputError(f"{path}: L{level} must be a non-empty list of instructions")
+        out[level] = tuple(s.strip() for s in items)
+    return out
+
+
+class LanguageShift(ShiftFactor):
+    name = "language"
+    index = 2
+    modifies_state = False
+    summary = "instruction rewrites: paraphrase (L1), vaguer (L2), vague/indirect (L3); per-task lists"
+    #: ``source_level``: which list of configs/language/<Task>.yaml the level draws from
+    level_schema = {"source_level": INT}
+
+    def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
+        source = spec["source_level"]
+        if source not in (1, 2, 3):
+            raise R2AInputError(f"language.source_level must be 1, 2 or 3, got {source}")
+        options = load_instructions(task)[source]
+        choice = int(rng.integers(len(options)))
+        return {"instruction": options[choice], "choice": choice}
+
+    def describe(self, params: dict[str, Any]) -> str:
+        return params["instruction"]
+
+    def transform_obs(self, obs: dict[str, Any], params: dict[str, Any],
+                      rng: np.random.Generator) -> dict[str, Any]:
+        return {**obs, PROMPT: params["instruction"]}

@@ -1,0 +1,107 @@
+"""Lighting shift: intensity (dim or bright), colour temperature, light direction, shadows on/off.
+
+The scene's lights and MuJoCo's headlight are scaled together by ``intensity`` and tinted with the colour of a
+black body at ``temperature_k`` (a shift in mired from 6500 K, warm or cool); every light's direction is tilted
+by ``tilt_deg`` toward the azimuth ``tilt_azimuth_deg`` (staying above the table) and it is moved so that it
+still shines at the table centre; with ``shadows`` the lights cast shadows and the offscreen scene renders them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from eval.shifts.base import (PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, rotation_about,
+                              uniform, view_pivot)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from eval.envs.robosuite_env import SimEnv
+
+NEUTRAL_K = 6500.0
+MIN_MIRED, MAX_MIRED = 1e6 / 25000.0, 1e6 / 1800.0
+MIN_DOWNWARD = 0.3  # a tilted light keeps at least this much of its direction pointing down
+
+
+class LightShift(ShiftFactor):
+    name = "light"
+    index = 3
+    modifies_state = False
+    summary = "lighting: dim/bright intensity, colour temperature, direction, shadows"
+    level_schema = {"dim": RANGE, "bright": RANGE, "mired_shift": RANGE, "tilt_deg": RANGE, "shadow_prob": PROB}
+
+    def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
+        bright = bool(rng.random() < 0.5)
+        intensity = uniform(rng, spec["bright" if bright else "dim"])
+        mired = 1e6 / NEUTRAL_K + float(rng.choice((-1.0, 1.0))) * uniform(rng, spec["mired_shift"])
+        temperature = 1e6 / float(np.clip(mired, MIN_MIRED, MAX_MIRED))
+        return {"intensity": intensity, "temperature_k": temperature, "tilt_deg": uniform(rng, spec["tilt_deg"]),
+                "tilt_azimuth_deg": uniform(rng, [-180.0, 180.0]),
+                "shadows": bool(rng.random() < spec["shadow_prob"])}
+
+    def describe(self, params: dict[str, Any]) -> str:
+        return (f"x{params['intensity']:.2f} {params['temperature_k']:.0f}K tilt {params['tilt_deg']:.0f}"
+                + (" shadows" if params["shadows"] else ""))
+
+    def apply(self, sim: "SimEnv", params: dict[str, Any]) -> Undo:
+        import mujoco
+
+        model = raw_model(sim)
+        head = model.vis.headlight
+        snapshot = ArraySnapshot()
+        for array in (model.light_diffuse, model.light_specular, model.light_ambient, model.light_pos,
+                      model.light_dir, model.light_castshadow, head.diffuse, head.ambient, head.specular):
+            snapshot.save(array)
+        ctx = sim.sim._render_context_offscreen
+        shadow_flag = int(ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW]) if ctx is not None else None
+
+        gain = params["intensity"] * temperature_rgb(params["temperature_k"])
+        for array in (model.light_diffuse, model.light_specular, model.light_ambient, head.diffuse, head.ambient,
+                      head.specular):
+            array[...] = np.maximum(np.asarray(array) * gain, 0.0)
+        pivot = view_pivot(sim)
+        for i in range(model.nlight):
+            new_dir = tilted(np.array(model.light_dir[i]), params["tilt_deg"], params["tilt_azimuth_deg"])
+            distance = float(np.linalg.norm(model.light_pos[i] - pivot))
+            model.light_dir[i] = new_dir
+            model.light_pos[i] = pivot - distance * new_dir
+        if params["shadows"]:
+            model.light_castshadow[:] = 1
+            if ctx is not None:
+                ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = 1
+        sim.sim.forward()
+
+        def undo() -> None:
+            snapshot.restore()
+            if ctx is not None:
+                ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW] = shadow_flag
+            sim.sim.forward()
+
+        return undo
+
+
+def tilted(direction: np.ndarray, tilt_deg: float, azimuth_deg: float) -> np.ndarray:
+    """``direction`` rotated by ``tilt_deg`` toward the horizontal azimuth ``azimuth_deg``, still pointing down."""
+    d = direction / np.linalg.norm(direction)
+    toward = np.array([np.cos(np.deg2rad(azimuth_deg)), np.sin(np.deg2rad(azimuth_deg)), 0.0])
+    axis = np.cross(d, toward)
+    if np.linalg.norm(axis) < 1e-6:
+        axis = np.cross(d, [1.0, 0.0, 0.0])
+    out = rotation_about(axis, np.deg2rad(tilt_deg)) @ d
+    if out[2] > -MIN_DOWNWARD:  # never light the scene from below the horizon
+        out[2] = -MIN_DOWNWARD
+        out[:2] *= np.sqrt(1 - MIN_DOWNWARD**2) / max(np.linalg.norm(out[:2]), 1e-9)
+    return out / np.linalg.norm(out)
+
+
+def temperature_rgb(kelvin: float) -> np.ndarray:
+    """Relative RGB of a black body at ``kelvin`` (Tanner Helland's fit), normalized to 6500 K ≈ white."""
+    def raw(k: float) -> np.ndarray:
+        t = k / 100.0
+        r = 255.0 if t <= 66 else 329.698727446 * (t - 60) ** -0.1332047592
+        g = 99.4708025861 * np.log(t) - 161.1195681661 if t <= 66 else 288.1221695283 * (t - 60) ** -0.0755148492
+        b = 255.0 if t >= 66 else (0.0 if t <= 19 else 138.5177312231 * np.log(t - 10) - 305.0447927307)
+        return np.clip(np.array([r, g, b]), 1.0, 255.0)
+
+    rgb = raw(kelvin) / raw(NEUTRAL_K)
+    return rgb / rgb.max()
