@@ -136,3 +136,12 @@ def test_kill_dash_9_loses_only_episodes_in_flight(smoke_run, tmp_path):
     assert len((out / RESULTS).read_text().splitlines()) < 12
     assert subprocess.run(cmd, capture_output=True).returncode == 0
     assert _records(out) == _records(full)
+
+
+@pytest.mark.slow
+def test_ray_executor_gives_the_same_records(smoke_run, tmp_path):
+    pytest.importorskip("ray")
+    config, full = smoke_run
+    out = tmp_path / "ray"
+    run_benchmark(config, ["expert", "expert_noisy:0.6"], out, workers=2, executor="ray", progress=False)
+    assert _records(out) == _records(full)
