@@ -95,3 +95,19 @@ def test_stages_start_unreached_for_every_task():
         assert tuple(flags) == task.stages
         assert not any(flags.values()) and not sim.success(), name
         sim.close()
+
+
+def test_several_simulators_in_one_process_render_their_own_scenes(lift):
+    """A benchmark worker keeps one simulator per task: each must render its own scene, also after another
+    one was created or closed (robosuite makes a GL context current only once, at creation)."""
+    obs = lift.reset(0)
+    before = obs["images/agentview"].copy()
+    other = SimEnv(SimConfig(task="Stack", image_size=32))
+    stack_image = other.reset(0)["images/agentview"]
+    np.testing.assert_array_equal(lift.reset(0)["images/agentview"], before)
+    assert not np.array_equal(stack_image, before)
+    other.close()
+    obs = lift.reset(0)
+    np.testing.assert_array_equal(obs["images/agentview"], before)
+    moved = lift.step(np.array([0.0, 0.0, 1.0, 0, 0, 0, -1.0]))["images/wrist"]
+    assert np.abs(moved.astype(int) - obs["images/wrist"]).mean() > 0.1

@@ -135,6 +135,7 @@ class SimEnv:
     def reset(self, seed: int) -> dict[str, Any]:
         """Re-seed in place (samplers keep a reference to the generator) and reset; return the observation."""
         self.seed = int(seed)
+        self._activate_gl()
         self.raw_env.rng.bit_generator.state = np.random.default_rng(self.seed).bit_generator.state
         raw_obs = self.raw_env.reset()
         self._initial_object_pos = {name: self.object_pos(name) for name in self.task.objects}
@@ -149,9 +150,21 @@ class SimEnv:
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         if action.shape != (self.action_space.dim,):
             raise R2AInputError(f"action has shape {action.shape}, expected ({self.action_space.dim},)")
+        self._activate_gl()
         raw_obs, _, _, _ = self.raw_env.step(self.action_space.clip(action))
         self._obs = self._make_obs(raw_obs)
         return self._obs
+
+    def _activate_gl(self) -> None:
+        """Make this env's GL context current before rendering.
+
+        Each robosuite render context makes itself current only when created, so with several simulators in
+        one process (a benchmark worker keeps one per task) the others would render into the newest context —
+        wrong images, or garbage once that context is freed.
+        """
+        ctx = self.sim._render_context_offscreen if self.config.cameras else None
+        if ctx is not None:
+            ctx.gl_ctx.make_current()
 
     def observe(self) -> dict[str, Any]:
         return self._obs
@@ -164,6 +177,7 @@ class SimEnv:
         would also advance each observable's sampling clock by one physics substep, so that every later image
         is sampled one substep early; the clocks are restored here so later observations stay as they were.
         """
+        self._activate_gl()
         env = self.raw_env
         clocks = {name: (o._time_since_last_sample, o._sampled, o._current_delay)
                   for name, o in env._observables.items()}
@@ -305,7 +319,9 @@ class SimEnv:
         return env_args_for(self.config)
 
     def close(self) -> None:
+        """Free the simulator; its GL objects are freed in its own context, not in another env's."""
         try:
+            self._activate_gl()
             self.raw_env.close()
         except Exception as err:  # noqa: BLE001 - teardown must not mask the real error
             log.debug("closing the robosuite env failed: %s", err)
