@@ -96,8 +96,8 @@ def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: s
         steps += 1
         if hooks is not None:
             hooks.after_step(sim, action)
-        stages = {k: v or now for (k, v), now in zip(stages.items(), sim.stage_flags().values())}
-        success = sim.success()
+        flags, success = sim.evaluate()
+        stages = {k: v or now for (k, v), now in zip(stages.items(), flags.values())}
         trace_pos.append(sim.ee_pos())
         trace_grip.append(float(gripper_opening(sim.gripper_qpos())))
     summary = {"success": success, "steps": steps, "stages": stages, "seed": seed, "fingerprint": fingerprint,

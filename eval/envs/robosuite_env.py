@@ -312,7 +312,12 @@ class SimEnv:
         return self.task.stage_fn(self)
 
     def success(self) -> bool:
-        return self.task.success_fn(self)
+        return self.evaluate()[1]
+
+    def evaluate(self) -> tuple[dict[str, bool], bool]:
+        """Stage predicates (not latched) and success, with the predicates computed once."""
+        flags = self.stage_flags()
+        return flags, self.task.success_fn(self, flags)
 
     def env_args(self) -> dict[str, Any]:
         """What is needed to rebuild this environment (robomimic's ``env_args``)."""

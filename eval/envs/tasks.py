@@ -34,7 +34,8 @@ class Task:
     stages: tuple[str, ...]
     placement: tuple[float, float] | None
     stage_fn: Callable[["SimEnv"], dict[str, bool]]
-    success_fn: Callable[["SimEnv"], bool]
+    #: success from the simulator and the stage predicates just evaluated (so they are computed once a step)
+    success_fn: Callable[["SimEnv", dict[str, bool]], bool]
     objects: tuple[str, ...]
     env_kwargs: tuple[tuple[str, Any], ...] = ()
     #: objects whose grasp is a mistake (the benchmark counts "wrong object grasped" events)
@@ -73,35 +74,34 @@ def _can_stages(sim: "SimEnv") -> dict[str, bool]:
 
 
 def _stack_three_stages(sim: "SimEnv") -> dict[str, bool]:
-    return {"grasped_red": sim.is_grasped("cubeA"),
-            "stacked_red": _on_top(sim, "cubeA", "cubeB", RED_HALF, GREEN_HALF),
+    red_on_green = _on_top(sim, "cubeA", "cubeB", RED_HALF, GREEN_HALF)
+    return {"grasped_red": sim.is_grasped("cubeA"), "stacked_red": red_on_green,
             "grasped_blue": sim.is_grasped("cubeC"),
-            "stacked_blue": _on_top(sim, "cubeC", "cubeA", BLUE_HALF, RED_HALF)
-            and _on_top(sim, "cubeA", "cubeB", RED_HALF, GREEN_HALF)}
+            "stacked_blue": red_on_green and _on_top(sim, "cubeC", "cubeA", BLUE_HALF, RED_HALF)}
 
 
-def _last_stage(stage_fn: Callable[["SimEnv"], dict[str, bool]]) -> Callable[["SimEnv"], bool]:
+def _last_stage(sim: "SimEnv", flags: dict[str, bool]) -> bool:
     """Success is the final stage holding *now* (not latched): the object must stay where it belongs."""
-    return lambda sim: bool(list(stage_fn(sim).values())[-1])
+    return bool(list(flags.values())[-1])
 
 
-def _can_success(sim: "SimEnv") -> bool:
+def _can_success(sim: "SimEnv", flags: dict[str, bool]) -> bool:
     return bool(sim.raw_env._check_success())
 
 
 TASKS: dict[str, Task] = {
     "Lift": Task("Lift", "Lift", "pick up the red cube", 150, ("reached", "grasped", "lifted"), (0.12, 0.12),
-                 _lift_stages, _last_stage(_lift_stages), ("cube",)),
+                 _lift_stages, _last_stage, ("cube",)),
     "Stack": Task("Stack", "Stack", "stack the red cube on the green cube", 250,
                   ("reached", "grasped", "lifted", "stacked"), (0.12, 0.12),
-                  _stack_stages, _last_stage(_stack_stages), ("cubeA", "cubeB"), wrong_objects=("cubeB",)),
+                  _stack_stages, _last_stage, ("cubeA", "cubeB"), wrong_objects=("cubeB",)),
     "PickPlaceCan": Task("PickPlaceCan", "PickPlaceCan", "put the can into the bin", 300,
                          ("reached", "grasped", "lifted", "placed"), None,
                          _can_stages, _can_success, ("Can",)),
     "StackThree": Task("StackThree", "StackThree",
                        "stack the red cube on the green cube, then the blue cube on the red cube", 450,
                        ("grasped_red", "stacked_red", "grasped_blue", "stacked_blue"), (0.12, 0.12),
-                       _stack_three_stages, _last_stage(_stack_three_stages), ("cubeA", "cubeB", "cubeC"),
+                       _stack_three_stages, _last_stage, ("cubeA", "cubeB", "cubeC"),
                        wrong_objects=("cubeB",)),
 }
 
