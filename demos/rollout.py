@@ -12,8 +12,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from r2a_core.policy import Policy
-from r2a_core.types import CAMERAS, Episode, gripper_opening, image_key
+from r2a_core.policy import ChunkBroker, Policy
+from r2a_core.types import CAMERAS, STATE_STEP, Episode, gripper_opening, image_key
 
 log = logging.getLogger(__name__)
 
@@ -82,14 +82,12 @@ def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: s
     recorder = EpisodeRecorder(tuple(c for c in CAMERAS if image_key(c) in obs))
     stages = dict.fromkeys(sim.task.stages, False)
     trace_pos, trace_grip = [sim.ee_pos()], [float(gripper_opening(sim.gripper_qpos()))]
-    chunk: list[np.ndarray] = []
+    broker = ChunkBroker(policy, sim.action_space.dim, n_action_steps)
     success, steps, limit = False, 0, max_steps or sim.horizon
     while steps < limit and not success:
-        seen = hooks.transform(obs) if hooks is not None else obs
-        if not chunk:
-            actions = np.asarray(policy.infer(seen)["actions"], dtype=np.float32).reshape(-1, sim.action_space.dim)
-            chunk = list(actions[: n_action_steps or len(actions)])
-        action = sim.action_space.clip(chunk.pop(0))
+        seen = {**obs, STATE_STEP: steps}
+        seen = hooks.transform(seen) if hooks is not None else seen
+        action = sim.action_space.clip(broker.act(seen))
         if record:
             _record_step(recorder, sim, seen, action)
         obs = sim.step(action)

@@ -6,10 +6,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from r2a_core.errors import R2AInputError
-from r2a_core.yaml_io import read_yaml_mapping
+from r2a_core.yaml_io import apply_overrides, check_fields, read_yaml_mapping
 
 CLEAN = "clean"
 LEVELS = (1, 2, 3)
@@ -42,20 +40,12 @@ class BenchConfig:
 
     @classmethod
     def from_yaml(cls, path: str | Path, overrides: list[str] | None = None) -> "BenchConfig":
-        raw = read_yaml_mapping(path, "benchmark config")
-        for item in overrides or []:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise R2AInputError(f"override '{item}': expected FIELD=VALUE")
-            raw[key.strip()] = yaml.safe_load(value)
+        raw = apply_overrides(read_yaml_mapping(path, "benchmark config"), overrides)
         return cls.from_dict(raw, where=str(path))
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any], where: str = "config") -> "BenchConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(raw) - known)
-        if unknown:
-            raise R2AInputError(f"{where}: unknown field(s) {unknown}; valid fields: {sorted(known)}")
+        check_fields(raw, {f.name for f in fields(cls)}, where)
         config = cls(**raw)
         config.validate(where)
         return config

@@ -104,7 +104,9 @@ def _run(job: Job, config: BenchConfig, seed: int, out_dir: str | None) -> dict[
     shift = ShiftHooks(None if job.factor == CLEAN else job.factor, job.level)
     hooks = BenchHooks(shift, sim.task)
     policy = make_policy(job.policy, sim, seed)
-    _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=config.n_action_steps, hooks=hooks)
+    # the config's execution horizon wins; otherwise the policy's own (openpi's action_horizon), else all of it
+    n_action_steps = config.n_action_steps or getattr(policy, "n_action_steps", None)
+    _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, hooks=hooks)
     if config.save_trajectories and out_dir is not None:
         _save_trajectory(Path(out_dir), job, summary["trace"])
     return _record_fields(sim, hooks, summary)

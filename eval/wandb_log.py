@@ -5,16 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from r2a_core.errors import R2AInputError
+from r2a_core.wandb_run import start_wandb_run
 
 
 def log_summary(summary: dict[str, Any], config, mode: str = "offline", out_dir: str | Path = ".") -> None:
     """Log the per factor/level aggregates and uplift rows as wandb tables under ``out_dir/wandb``."""
-    try:
-        import wandb
-    except ImportError:
-        raise R2AInputError("--wandb needs Weights & Biases: pip install 'r2a[wandb]'") from None
-    run = wandb.init(project="r2a-bench", name=config.name, mode=mode, dir=str(out_dir), config=config.to_dict())
+    run = start_wandb_run("r2a-bench", config.name, config.to_dict(), mode, out_dir)
+    import wandb
+
     for key in ("aggregates", "uplift"):
         rows = summary.get(key) or []
         if rows:

@@ -16,6 +16,7 @@ from r2a_core.errors import R2AInputError
 GROUPS: dict[str, tuple[str, str]] = {
     "demos": ("demos.cli", "collect scripted demonstrations and inspect demonstration files"),
     "graph": ("graph_builder.cli", "build and inspect motion-primitive graphs"),
+    "policy": ("r2a.policies.cli", "train the built-in VLA, inspect checkpoints, list and serve policies"),
     "bench": ("eval.cli", "shift benchmark and performance benchmarks"),
 }
 

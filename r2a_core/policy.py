@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
+
 
 @runtime_checkable
 class Policy(Protocol):
@@ -19,3 +21,36 @@ class Policy(Protocol):
     def reset(self) -> None:
         """Forget any per-episode state; called before every episode."""
         ...
+
+
+class ChunkBroker:
+    """Executes ``n_action_steps`` actions of each chunk before querying the policy again (ACT/openpi style).
+
+    All of the chunk is executed when ``n_action_steps`` is None. The broker owns the action queue, so the
+    rollout loop only asks for "the next action" and the policy is queried exactly when the queue runs dry.
+    """
+
+    def __init__(self, policy: Policy, action_dim: int, n_action_steps: int | None = None) -> None:
+        if n_action_steps is not None and n_action_steps < 1:
+            raise ValueError(f"n_action_steps must be >= 1, got {n_action_steps}")
+        self.policy, self.action_dim, self.n_action_steps = policy, int(action_dim), n_action_steps
+        self._queue: list[np.ndarray] = []
+        self.queries = 0
+
+    def reset(self) -> None:
+        self._queue.clear()
+        self.queries = 0
+        self.policy.reset()
+
+    def act(self, obs: dict[str, Any]) -> np.ndarray:
+        """The next action: from the queue, or from a fresh chunk when the queue is empty."""
+        if not self._queue:
+            actions = np.asarray(self.policy.infer(obs)["actions"], dtype=np.float32)
+            if actions.ndim == 1:
+                actions = actions[None]
+            if actions.ndim != 2 or actions.shape[1] != self.action_dim or len(actions) == 0:
+                raise ValueError(f"policy returned actions of shape {actions.shape}, "
+                                 f"expected (H, {self.action_dim}) with H >= 1")
+            self._queue = list(actions[: self.n_action_steps or len(actions)])
+            self.queries += 1
+        return self._queue.pop(0)

@@ -6,7 +6,7 @@ Conventions (stated once, used everywhere):
 * ``gripper`` is the normalized gripper *opening* in [0, 1] (0 closed, 1 fully open);
 * images are upright (OpenCV convention), ``uint8``, ``(H, W, 3)``;
 * observation dicts use the keys below: ``images/<camera>``, ``state/ee_pos``, ``state/ee_quat``,
-  ``state/gripper``, ``state/joint_pos``, and ``prompt`` for the language instruction.
+  ``state/gripper``, ``state/joint_pos``, ``state/step`` (elapsed control steps), and ``prompt`` for the language instruction.
 """
 
 from __future__ import annotations
@@ -26,6 +26,8 @@ STATE_EE_QUAT = "state/ee_quat"
 STATE_GRIPPER = "state/gripper"
 STATE_JOINT_POS = "state/joint_pos"
 PROMPT = "prompt"
+#: control steps elapsed in the episode (added by the rollout loop; lets a policy know the time)
+STATE_STEP = "state/step"
 
 
 def image_key(camera: str) -> str:

@@ -43,13 +43,30 @@ def parse_policy_spec(spec: str) -> tuple[str, str | None]:
     return name, arg or None
 
 
-def make_policy(spec: str, sim: Any, seed: int) -> Policy:
+def make_policy(spec: str, sim: Any = None, seed: int = 0) -> Policy:
+    """Build the policy named by ``spec``; ``sim`` may be None for policies that do not need a simulator."""
     name, arg = parse_policy_spec(spec)
     return POLICIES[name][0](PolicyContext(sim=sim, seed=seed, arg=arg))
 
 
+def _require_sim(ctx: PolicyContext, name: str) -> None:
+    if ctx.sim is None:
+        raise R2AInputError(f"policy '{name}' reads the simulator's privileged state; it needs a simulator "
+                            "(it cannot be served or run outside the benchmark)")
+
+
+@register_policy("builtin", "the built-in VLA; 'builtin' uses the shipped checkpoint, 'builtin:DIR' another one")
+def _builtin(ctx: PolicyContext) -> Policy:
+    from r2a.adapters.guard import GuardedPolicy
+    from r2a.vla.policy import BuiltinVLAPolicy
+
+    inner = BuiltinVLAPolicy(ctx.arg)
+    return GuardedPolicy(inner, inner.action_space, name=f"builtin:{inner.path}")
+
+
 @register_policy("expert", "the task's scripted expert (privileged simulator state)")
 def _expert(ctx: PolicyContext) -> Policy:
+    _require_sim(ctx, "expert")
     from demos.experts.scripted import make_expert
 
     return make_expert(ctx.sim)
@@ -57,6 +74,7 @@ def _expert(ctx: PolicyContext) -> Policy:
 
 @register_policy("expert_noisy", "scripted expert with Gaussian action noise, 'expert_noisy:SIGMA' (default 0.5)")
 def _expert_noisy(ctx: PolicyContext) -> Policy:
+    _require_sim(ctx, "expert_noisy")
     from demos.experts.scripted import make_expert
     from r2a.policies.wrappers import ActionNoisePolicy
 
@@ -65,3 +83,73 @@ def _expert_noisy(ctx: PolicyContext) -> Policy:
     except ValueError:
         raise R2AInputError(f"expert_noisy:{ctx.arg}: expected a number (noise standard deviation)") from None
     return ActionNoisePolicy(make_expert(ctx.sim), sigma, ctx.sim.action_space, ctx.seed)
+
+
+def _adapter_arg(ctx: PolicyContext, name: str, expected: str) -> str:
+    if not ctx.arg:
+        raise R2AInputError(f"policy '{name}' needs an argument: {expected}")
+    return ctx.arg
+
+
+def _action_space(ctx: PolicyContext) -> Any:
+    """The simulator's action space; without a simulator (``r2a policy serve``) the built-in OSC_POSE one."""
+    from r2a_core.types import OSC_POSE_DELTA
+
+    return ctx.sim.action_space if ctx.sim is not None else OSC_POSE_DELTA
+
+
+@register_policy("callable", "any Python function obs -> actions, 'callable:package.module:function'")
+def _callable(ctx: PolicyContext) -> Policy:
+    from r2a.adapters.callable_policy import CallablePolicy, load_callable
+    from r2a.adapters.guard import GuardedPolicy
+
+    spec, space = _adapter_arg(ctx, "callable", "'callable:package.module:function'"), _action_space(ctx)
+    target = load_callable(spec)
+    if isinstance(target, type) and hasattr(target, "infer"):
+        inner: Policy = target()  # a Policy class with a no-argument constructor
+    else:
+        inner = CallablePolicy(target, space.dim, name=spec)
+    return GuardedPolicy(inner, space, name=f"callable:{spec}")
+
+
+@register_policy("openpi", "an openpi-protocol policy server, 'openpi:ws://HOST:PORT' or 'openpi:ADAPTER.yaml'")
+def _openpi(ctx: PolicyContext) -> Policy:
+    import os
+
+    from r2a.adapters.guard import GuardedPolicy
+    from r2a.adapters.keymap import ADAPTER_DIR, adapter_yaml, load_adapter_config
+    from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy
+
+    arg = _adapter_arg(ctx, "openpi", "'openpi:ws://HOST:PORT' or 'openpi:path/to/adapter.yaml' (with url:)")
+    space = _action_space(ctx)
+    is_url = arg.startswith(("ws://", "wss://"))
+    if not is_url and not adapter_yaml(arg).is_file():
+        raise R2AInputError(f"openpi:{arg}: expected ws://HOST:PORT or an adapter YAML (no such file; the "
+                            f"shipped ones are in {ADAPTER_DIR})")
+    config = load_adapter_config(ADAPTER_DIR / "identity.yaml" if is_url else adapter_yaml(arg))
+    url = arg if is_url else config.url
+    if not url:
+        raise R2AInputError(f"{config.path}: no 'url:' (expected ws://HOST:PORT of the policy server)")
+    api_key = os.environ.get(config.api_key_env) if config.api_key_env else None
+    if config.api_key_env and not api_key:
+        raise R2AInputError(f"{config.path}: api_key_env names ${config.api_key_env}, which is not set")
+    inner = OpenPIWebsocketPolicy(url, config.keymap, space, api_key=api_key, timeout=config.timeout or 60.0)
+    return GuardedPolicy(inner, space, name=f"openpi:{url}")
+
+
+@register_policy("lerobot", "a local LeRobot checkpoint, 'lerobot:CHECKPOINT_DIR' or 'lerobot:ADAPTER.yaml'")
+def _lerobot(ctx: PolicyContext) -> Policy:
+    from r2a.adapters.guard import GuardedPolicy
+    from r2a.adapters.keymap import load_adapter_config
+    from r2a.adapters.lerobot_policy import LeRobotPolicy
+
+    arg = _adapter_arg(ctx, "lerobot", "'lerobot:path/to/checkpoint_dir' or 'lerobot:path/to/adapter.yaml'")
+    space = _action_space(ctx)
+    if arg.endswith((".yaml", ".yml")):
+        config = load_adapter_config(arg)
+        if config.checkpoint is None:
+            raise R2AInputError(f"{config.path}: no 'checkpoint:' (expected a local lerobot checkpoint directory)")
+        inner = LeRobotPolicy(config.checkpoint, config.keymap, space, device=config.device or "cpu")
+    else:
+        inner = LeRobotPolicy(arg, None, space)
+    return GuardedPolicy(inner, space, name=f"lerobot:{arg}")

@@ -1,0 +1,321 @@
+"""Map our observation dict to a model's input keys, and the model's actions back to our action space.
+
+A :class:`KeyMap` is data (loaded from ``configs/adapters/*.yaml``), so pointing r2a at another model means
+writing a YAML file, not code. It does four things, in this order:
+
+* ``images``: model key ← one of our images, optionally flipped and resized (numpy only: nearest or area);
+* ``state``: model key ← the concatenation of our state vectors, as float32;
+* ``copy``: model key ← one of our keys, unchanged (e.g. ``prompt``);
+* ``keep_unmapped``: also pass on every observation key not used above, under its own name.
+
+Besides the observation keys, two derived state keys exist for models trained on LIBERO-style states:
+``state/ee_axis_angle`` (3, from ``state/ee_quat``) and ``state/gripper_fingers`` (2, Panda finger joint
+positions reconstructed from the normalized opening ``state/gripper``).
+
+Actions: when ``actions.model_dim`` is set the model's chunk must have that many columns (anything else is a
+configuration error); it is then sliced or zero-padded to our action dimension, the gripper sign optionally
+flipped (for models trained with +1 = open) and scaled.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from r2a_core.errors import R2AInputError
+from r2a_core.rotations import quat_to_axis_angle
+from r2a_core.types import PANDA_GRIPPER_MAX_OPENING, STATE_EE_QUAT, STATE_GRIPPER, ActionSpace
+from r2a_core.yaml_io import read_yaml_mapping
+
+#: format of configs/adapters/*.yaml this reader understands
+FORMAT_VERSION = 1
+ADAPTER_DIR = Path(__file__).resolve().parents[2] / "configs" / "adapters"
+RESIZE_METHODS = ("area", "nearest")
+FLIPS = ("none", "horizontal", "vertical", "rot180")
+#: top-level YAML keys; the ones after the key map configure the transport (see AdapterConfig)
+TOP_LEVEL_KEYS = ("format_version", "description", "images", "state", "copy", "keep_unmapped", "actions",
+                  "url", "api_key_env", "timeout", "checkpoint", "device")
+
+
+def _fingers(obs: Mapping[str, Any]) -> np.ndarray:
+    half = float(np.asarray(obs[STATE_GRIPPER]).reshape(-1)[0]) * PANDA_GRIPPER_MAX_OPENING / 2.0
+    return np.array([half, -half], dtype=np.float32)
+
+
+#: derived key → (observation key it is computed from, function of the observation)
+DERIVED: dict[str, tuple[str, Callable[[Mapping[str, Any]], np.ndarray]]] = {
+    "state/ee_axis_angle": (STATE_EE_QUAT, lambda obs: quat_to_axis_angle(np.asarray(obs[STATE_EE_QUAT]))),
+    "state/gripper_fingers": (STATE_GRIPPER, _fingers),
+}
+
+
+@dataclass(frozen=True)
+class ImageMap:
+    """One model image ← one of our images (``source``), flipped then resized to ``size`` = (H, W)."""
+
+    source: str
+    size: tuple[int, int] | None = None
+    resize: str = "area"
+    flip: str = "none"
+
+
+@dataclass(frozen=True)
+class ActionMap:
+    """How a model's action chunk becomes ours (see the module docstring)."""
+
+    model_dim: int | None = None
+    flip_gripper: bool = False
+    #: a scalar scales the non-gripper dimensions; a list gives one factor per action dimension
+    scale: float | tuple[float, ...] = 1.0
+
+
+@dataclass(frozen=True)
+class KeyMap:
+    """Observation keys → model keys, and model actions → our actions. ``KeyMap()`` maps nothing."""
+
+    images: Mapping[str, ImageMap] = field(default_factory=dict)
+    state: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    copy: Mapping[str, str] = field(default_factory=dict)
+    keep_unmapped: bool = False
+    actions: ActionMap = ActionMap()
+    #: where the map came from, for error messages
+    source: str = "key map"
+
+    @classmethod
+    def identity(cls) -> "KeyMap":
+        """Our keys unchanged, actions unchanged."""
+        return cls(keep_unmapped=True, source="identity key map")
+
+    def map_obs(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        """The model's observation dict."""
+        out: dict[str, Any] = {}
+        for key, spec in self.images.items():
+            out[key] = transform_image(self._get(obs, spec.source, key), spec, f"{self.source}: images.{key}")
+        for key, sources in self.state.items():
+            parts = [np.asarray(self._get(obs, s, key), dtype=np.float32).reshape(-1) for s in sources]
+            out[key] = np.concatenate(parts)
+        for key, src in self.copy.items():
+            out[key] = self._get(obs, src, key)
+        if self.keep_unmapped:
+            used = {s.source for s in self.images.values()} | set(self.copy.values())
+            used |= {s for sources in self.state.values() for s in sources}
+            out.update({k: v for k, v in obs.items() if k not in used and k not in out})
+        return out
+
+    def _get(self, obs: Mapping[str, Any], key: str, target: str) -> Any:
+        if key in obs:
+            return obs[key]
+        if key in DERIVED and DERIVED[key][0] in obs:
+            return DERIVED[key][1](obs)
+        needed = f"'{key}' (derived from '{DERIVED[key][0]}')" if key in DERIVED else f"'{key}'"
+        raise R2AInputError(f"{self.source}: observation has no key {needed}, needed for model key '{target}'; "
+                            f"keys present: {', '.join(sorted(obs)) or 'none'}")
+
+    def map_actions(self, actions: Any, action_space: ActionSpace) -> np.ndarray:
+        """The model's chunk (H, model_dim) or single action → our (H, action_space.dim) float32 chunk."""
+        spec, dim = self.actions, action_space.dim
+        try:
+            chunk = np.array(actions, dtype=np.float32)
+        except (TypeError, ValueError) as err:
+            raise R2AInputError(f"{self.source}: the model's actions are not a numeric array ({err})") from None
+        chunk = chunk[None] if chunk.ndim == 1 else chunk
+        if spec.model_dim is not None:
+            if chunk.ndim != 2 or chunk.shape[1] != spec.model_dim:
+                raise R2AInputError(f"{self.source}: the model returned actions of shape {chunk.shape}, "
+                                    f"expected (H, {spec.model_dim}) (actions.model_dim)")
+            chunk = chunk[:, :dim] if spec.model_dim >= dim else np.pad(chunk, ((0, 0), (0, dim - spec.model_dim)))
+        if chunk.ndim != 2 or chunk.shape[1] != dim:
+            return chunk  # a wrong shape is reported by the guard, with the policy's name
+        if spec.flip_gripper:
+            chunk[:, list(action_space.gripper_dims)] *= -1.0
+        return chunk * self._scale_vector(action_space)
+
+    def _scale_vector(self, action_space: ActionSpace) -> np.ndarray:
+        scale = self.actions.scale
+        if isinstance(scale, tuple):
+            if len(scale) != action_space.dim:
+                raise R2AInputError(f"{self.source}: actions.scale has {len(scale)} factors, expected "
+                                    f"{action_space.dim} (one per action dimension: {', '.join(action_space.names)})")
+            return np.asarray(scale, dtype=np.float32)
+        factors = np.full(action_space.dim, float(scale), dtype=np.float32)
+        factors[list(action_space.gripper_dims)] = 1.0
+        return factors
+
+
+# ----------------------------------------------------------------------------------------------- images
+
+
+def transform_image(image: Any, spec: ImageMap, where: str) -> np.ndarray:
+    """Flip then resize an ``(H, W, 3)`` image; the dtype is kept (uint8 stays uint8)."""
+    img = np.asarray(image)
+    if img.ndim != 3 or img.shape[-1] != 3:
+        raise R2AInputError(f"{where}: image '{spec.source}' has shape {img.shape}, expected (H, W, 3)")
+    img = {"none": img, "horizontal": img[:, ::-1], "vertical": img[::-1], "rot180": img[::-1, ::-1]}[spec.flip]
+    if spec.size is not None and tuple(img.shape[:2]) != tuple(spec.size):
+        img = resize_image(img, spec.size, spec.resize)
+    return np.ascontiguousarray(img)
+
+
+def resize_image(img: np.ndarray, size: tuple[int, int], method: str = "area") -> np.ndarray:
+    """Resize ``(H, W, C)`` to ``size`` = (H', W') with numpy only ("nearest" or "area" averaging)."""
+    (h, w), (oh, ow) = img.shape[:2], size
+    if method == "nearest":
+        rows = np.minimum(((np.arange(oh) + 0.5) * h / oh).astype(int), h - 1)
+        cols = np.minimum(((np.arange(ow) + 0.5) * w / ow).astype(int), w - 1)
+        return img[rows][:, cols]
+    out = np.tensordot(_area_weights(h, oh), img.astype(np.float32), axes=(1, 0))
+    out = np.tensordot(_area_weights(w, ow), out, axes=(1, 1)).transpose(1, 0, 2)
+    if np.issubdtype(img.dtype, np.integer):
+        info = np.iinfo(img.dtype)
+        out = np.clip(np.rint(out), info.min, info.max)
+    return out.astype(img.dtype)
+
+
+def _area_weights(n_in: int, n_out: int) -> np.ndarray:
+    """(n_out, n_in) matrix: output pixel i averages input pixels by their overlap with its footprint."""
+    edges = np.linspace(0.0, n_in, n_out + 1)
+    pixels = np.arange(n_in)[None, :]
+    overlap = np.minimum(edges[1:, None], pixels + 1) - np.maximum(edges[:-1, None], pixels)
+    overlap = np.clip(overlap, 0.0, None)
+    return (overlap / overlap.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
+# ------------------------------------------------------------------------------------------------- YAML
+
+
+@dataclass(frozen=True)
+class AdapterConfig:
+    """An adapter YAML: the key map plus where the model is (``url`` for openpi, ``checkpoint`` for lerobot)."""
+
+    keymap: KeyMap
+    path: Path
+    url: str | None = None
+    api_key_env: str | None = None
+    timeout: float | None = None
+    checkpoint: Path | None = None
+    device: str | None = None
+
+
+def adapter_yaml(name_or_path: str) -> Path:
+    """A YAML path as given, or ``configs/adapters/NAME.yaml`` for a bare name like ``openpi_libero``."""
+    path = Path(name_or_path)
+    if not path.exists() and "/" not in name_or_path and (ADAPTER_DIR / f"{name_or_path}.yaml").is_file():
+        return ADAPTER_DIR / f"{name_or_path}.yaml"
+    return path
+
+
+def load_adapter_config(path: str | Path) -> AdapterConfig:
+    """Read and validate an adapter YAML; every error names the file and the field."""
+    path = Path(path)
+    doc = read_yaml_mapping(path, "adapter config")
+    where = str(path)
+    unknown = sorted(set(doc) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        raise _unknown_key(where, unknown[0], TOP_LEVEL_KEYS)
+    if doc.get("format_version") != FORMAT_VERSION:
+        raise R2AInputError(f"{where}: format_version {doc.get('format_version')!r} is not supported "
+                            f"(this r2a reads version {FORMAT_VERSION})")
+    keymap = _parse_keymap(doc, where)
+    checkpoint = doc.get("checkpoint")
+    return AdapterConfig(
+        keymap=keymap, path=path, url=_opt_str(doc, "url", where), api_key_env=_opt_str(doc, "api_key_env", where),
+        timeout=_opt_number(doc, "timeout", where), device=_opt_str(doc, "device", where),
+        checkpoint=Path(str(checkpoint)).expanduser() if checkpoint is not None else None)
+
+
+def load_keymap(path: str | Path) -> KeyMap:
+    """Just the key map of an adapter YAML."""
+    return load_adapter_config(path).keymap
+
+
+def _parse_keymap(doc: dict[str, Any], where: str) -> KeyMap:
+    images = {str(k): _parse_image(v, f"{where}: images.{k}") for k, v in _section(doc, "images", where).items()}
+    state = {str(k): _str_list(v, f"{where}: state.{k}") for k, v in _section(doc, "state", where).items()}
+    copy = {str(k): _str(v, f"{where}: copy.{k}") for k, v in _section(doc, "copy", where).items()}
+    keep = doc.get("keep_unmapped", False)
+    if not isinstance(keep, bool):
+        raise R2AInputError(f"{where}: keep_unmapped must be true or false, got {keep!r}")
+    return KeyMap(images=images, state=state, copy=copy, keep_unmapped=keep,
+                  actions=_parse_actions(_section(doc, "actions", where), f"{where}: actions"), source=where)
+
+
+def _parse_image(value: Any, where: str) -> ImageMap:
+    if isinstance(value, str):
+        return ImageMap(source=value)
+    if not isinstance(value, dict):
+        raise R2AInputError(f"{where}: expected an observation key or a mapping with 'from', 'size', 'resize', 'flip'")
+    unknown = sorted(set(value) - {"from", "size", "resize", "flip"})
+    if unknown:
+        raise _unknown_key(where, unknown[0], ("from", "size", "resize", "flip"))
+    size = value.get("size")
+    if size is not None and (not isinstance(size, list) or len(size) != 2
+                             or not all(isinstance(s, int) and s > 0 for s in size)):
+        raise R2AInputError(f"{where}: size must be [height, width] in pixels, got {size!r}")
+    resize, flip = value.get("resize", "area"), value.get("flip", "none")
+    if resize not in RESIZE_METHODS:
+        raise R2AInputError(f"{where}: resize '{resize}' unknown; valid: {', '.join(RESIZE_METHODS)}")
+    if flip not in FLIPS:
+        raise R2AInputError(f"{where}: flip '{flip}' unknown; valid: {', '.join(FLIPS)}")
+    return ImageMap(source=_str(value.get("from"), f"{where}.from"), size=tuple(size) if size else None,
+                    resize=resize, flip=flip)
+
+
+def _parse_actions(value: dict[str, Any], where: str) -> ActionMap:
+    unknown = sorted(set(value) - {"model_dim", "flip_gripper", "scale"})
+    if unknown:
+        raise _unknown_key(where, unknown[0], ("model_dim", "flip_gripper", "scale"))
+    model_dim, flip, scale = value.get("model_dim"), value.get("flip_gripper", False), value.get("scale", 1.0)
+    if model_dim is not None and (not isinstance(model_dim, int) or model_dim < 1):
+        raise R2AInputError(f"{where}.model_dim: expected a positive integer, got {model_dim!r}")
+    if not isinstance(flip, bool):
+        raise R2AInputError(f"{where}.flip_gripper: expected true or false, got {flip!r}")
+    if isinstance(scale, list) and all(isinstance(s, (int, float)) for s in scale):
+        scale = tuple(float(s) for s in scale)
+    elif isinstance(scale, (int, float)) and not isinstance(scale, bool):
+        scale = float(scale)
+    else:
+        raise R2AInputError(f"{where}.scale: expected a number or a list of numbers, got {scale!r}")
+    return ActionMap(model_dim=model_dim, flip_gripper=flip, scale=scale)
+
+
+def _section(doc: dict[str, Any], name: str, where: str) -> dict[str, Any]:
+    value = doc.get(name) or {}
+    if not isinstance(value, dict):
+        raise R2AInputError(f"{where}: '{name}' must be a mapping, got {type(value).__name__}")
+    return value
+
+
+def _str(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise R2AInputError(f"{where}: expected an observation key (a string), got {value!r}")
+    return value
+
+
+def _str_list(value: Any, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        raise R2AInputError(f"{where}: expected a non-empty list of observation keys, got {value!r}")
+    return tuple(_str(v, where) for v in value)
+
+
+def _opt_str(doc: dict[str, Any], name: str, where: str) -> str | None:
+    value = doc.get(name)
+    if value is not None and not isinstance(value, str):
+        raise R2AInputError(f"{where}: '{name}' must be a string, got {value!r}")
+    return value
+
+
+def _opt_number(doc: dict[str, Any], name: str, where: str) -> float | None:
+    value = doc.get(name)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0):
+        raise R2AInputError(f"{where}: '{name}' must be a positive number of seconds, got {value!r}")
+    return None if value is None else float(value)
+
+
+def _unknown_key(where: str, name: str, valid: tuple[str, ...]) -> R2AInputError:
+    hint = difflib.get_close_matches(name, valid, n=1)
+    suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
+    return R2AInputError(f"{where}: unknown key '{name}'{suggestion}; valid keys: {', '.join(valid)}")

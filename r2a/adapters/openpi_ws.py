@@ -1,0 +1,282 @@
+"""openpi's websocket policy protocol, both ends: a client policy and a server for any of our policies.
+
+The protocol (openpi-client 0.1.2, see DESIGN.md §7): on connect the server sends one binary msgpack message
+with its metadata; each request is a binary msgpack observation dict and each reply a binary msgpack result
+dict (``"actions"`` …); a *text* frame is a server-side error (openpi's server sends the traceback, then closes
+with code 1011). Compression is off and message size unlimited; an optional ``Authorization: Api-Key …``
+header authenticates; ``GET /healthz`` answers 200.
+
+One extension, invisible to openpi's peers: our server's metadata carries ``"r2a_reset": True``, and only then
+does our client's ``reset()`` send ``{"__r2a_reset__": True}``, which the server answers by resetting the
+served policy. openpi's client never resets over the wire, so a stateful policy served to it never resets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http
+import logging
+import socket
+import threading
+import time
+import traceback
+from typing import TYPE_CHECKING, Any
+
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
+from websockets.frames import CloseCode
+from websockets.sync.client import ClientConnection, connect
+from websockets.sync.server import ServerConnection, serve
+
+from r2a.adapters.keymap import KeyMap
+from r2a.adapters.msgpack_numpy import packb, unpackb
+from r2a_core.errors import R2AInputError
+from r2a_core.policy import Policy
+from r2a_core.types import OSC_POSE_DELTA, ActionSpace
+
+if TYPE_CHECKING:
+    from websockets.sync.server import Server  # named WebSocketServer before websockets 13
+
+log = logging.getLogger(__name__)
+
+RESET_REQUEST = "__r2a_reset__"
+RESET_METADATA = "r2a_reset"
+#: seconds between connection attempts while waiting for a server to come up
+RETRY_INTERVAL = 0.5
+
+
+class PolicyServerError(RuntimeError):
+    """The policy server failed while answering (its traceback is in the message) or dropped the connection."""
+
+
+class OpenPIWebsocketPolicy:
+    """A Policy whose model runs behind an openpi-protocol websocket server (openpi's or our :class:`PolicyServer`).
+
+    Observations go through ``keymap.map_obs`` before sending; the reply's actions through
+    ``keymap.map_actions``. Connecting waits up to ``connect_timeout`` seconds for the server to come up (it may
+    still be loading a model); each reply may take up to ``timeout`` seconds. A dropped connection is reopened
+    on the next ``reset()`` or ``infer()``.
+    """
+
+    def __init__(self, url: str, keymap: KeyMap | None = None, action_space: ActionSpace = OSC_POSE_DELTA,
+                 api_key: str | None = None, timeout: float = 60.0, connect_timeout: float = 10.0) -> None:
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise R2AInputError(f"policy server URL '{url}': expected ws://HOST:PORT or wss://HOST:PORT")
+        self.url, self.keymap, self.action_space = url, keymap or KeyMap.identity(), action_space
+        self.timeout, self.connect_timeout = float(timeout), float(connect_timeout)
+        self._api_key = api_key
+        self._ws: ClientConnection | None = None
+        self._stack = contextlib.ExitStack()  # websockets >= 17.1 wants connect() used as a context manager
+        self.metadata: dict[str, Any] = {}
+        self._open()
+
+    @property
+    def n_action_steps(self) -> int | None:
+        """How many actions of a chunk to execute, when the server's metadata says (ours do)."""
+        value = self.metadata.get("n_action_steps")
+        return int(value) if isinstance(value, int) and value > 0 else None
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        reply = self._exchange(packb(self.keymap.map_obs(obs)))
+        if not isinstance(reply, dict):
+            raise PolicyServerError(f"policy server {self.url} replied with a {type(reply).__name__}, expected a map")
+        if "actions" in reply:
+            reply["actions"] = self.keymap.map_actions(reply["actions"], self.action_space)
+        return reply
+
+    def reset(self) -> None:
+        """openpi has no reset on the wire; our own server advertises one in its metadata, then it is used."""
+        if self._ws is None:
+            self._open()  # reconnect between episodes, also to servers without a reset
+        if self.metadata.get(RESET_METADATA) is True:
+            self._exchange(packb({RESET_REQUEST: True}))
+
+    def close(self) -> None:
+        self._stack.close()
+        self._ws = None
+
+    def __enter__(self) -> "OpenPIWebsocketPolicy":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _open(self) -> ClientConnection:
+        """Connect (retrying while nothing listens, up to connect_timeout) and read the metadata message."""
+        headers = {"Authorization": f"Api-Key {self._api_key}"} if self._api_key else None
+        deadline, announced = time.monotonic() + self.connect_timeout, False
+        while True:
+            try:
+                ws = self._stack.enter_context(connect(
+                    self.url, compression=None, max_size=None, additional_headers=headers,
+                    open_timeout=max(deadline - time.monotonic(), RETRY_INTERVAL)))
+                break
+            except (InvalidURI, InvalidHandshake, socket.gaierror) as err:
+                raise self._handshake_error(err) from None
+            except OSError as err:  # refused, unreachable, timed out: the server may still be starting
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise R2AInputError(
+                        f"policy server {self.url}: nothing answered within {self.connect_timeout:g} s "
+                        f"({err.strerror or err}); start the server first, or check the URL") from None
+                if not announced:
+                    log.info("waiting for the policy server at %s ...", self.url)
+                    announced = True
+                time.sleep(min(RETRY_INTERVAL, remaining))
+        self._ws = ws
+        metadata = self._receive(ws)
+        if not isinstance(metadata, dict):
+            self.close()
+            raise R2AInputError(f"policy server {self.url}: the first message is not a metadata map; "
+                                f"is it an openpi policy server?")
+        self.metadata = metadata
+        log.info("connected to the policy server at %s (metadata keys: %s)", self.url, sorted(metadata))
+        return ws
+
+    def _handshake_error(self, err: Exception) -> R2AInputError:
+        if isinstance(err, InvalidStatus):
+            status = err.response.status_code
+            hint = " (missing or wrong API key)" if status in (401, 403) else ""
+            return R2AInputError(f"policy server {self.url} refused the connection: HTTP {status}{hint}")
+        if isinstance(err, socket.gaierror):
+            return R2AInputError(f"policy server {self.url}: unknown host ({err.strerror})")
+        return R2AInputError(f"policy server {self.url}: not a websocket policy server ({err})")
+
+    def _exchange(self, request: bytes) -> Any:
+        """Send one request and return the unpacked reply. A connection found closed when sending is reopened
+        once (the server never saw the request, so this is safe); a failure after sending is raised."""
+        ws = self._ws or self._open()
+        try:
+            ws.send(request)
+        except ConnectionClosed:
+            self.close()
+            ws = self._open()
+            ws.send(request)
+        return self._receive(ws)
+
+    def _receive(self, ws: ClientConnection) -> Any:
+        """The next binary message, unpacked; a text frame is the server's error report."""
+        try:
+            message = ws.recv(timeout=self.timeout)
+        except TimeoutError:
+            self.close()  # a late reply would answer the next request
+            raise PolicyServerError(f"policy server {self.url} did not answer within {self.timeout:g} s") from None
+        except ConnectionClosed as err:
+            self.close()
+            raise PolicyServerError(f"policy server {self.url} closed the connection ({err})") from None
+        if isinstance(message, str):
+            self.close()
+            raise PolicyServerError(f"policy server {self.url} failed:\n{message}")
+        return unpackb(message)
+
+
+class PolicyServer:
+    """Serves any of our policies with openpi's protocol, so openpi's client and ours can use it.
+
+    ``start()`` runs it in a background thread (port 0 picks a free port, which is returned); ``serve_forever()``
+    runs it in the foreground until Ctrl-C. Requests are answered one at a time (the policy is not assumed to be
+    thread-safe); a stateful policy should have one client at a time.
+    """
+
+    def __init__(self, policy: Policy, host: str = "127.0.0.1", port: int = 8000,
+                 metadata: dict[str, Any] | None = None, api_key: str | None = None) -> None:
+        self.policy, self.host, self._port, self.api_key = policy, host, int(port), api_key
+        self.metadata = {**(metadata or {}), RESET_METADATA: True}
+        self._lock = threading.Lock()
+        self._server: Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def port(self) -> int:
+        """The bound port (the chosen one when constructed with port 0 and started)."""
+        return int(self._server.socket.getsockname()[1]) if self._server is not None else self._port
+
+    def start(self) -> int:
+        """Listen and serve in a daemon thread; returns the bound port."""
+        self._server = self._listen()
+        self._thread = threading.Thread(target=self._server.serve_forever, name="r2a-policy-server", daemon=True)
+        self._thread.start()
+        return self.port
+
+    def serve_forever(self) -> None:
+        """Listen and serve in this thread until interrupted (Ctrl-C)."""
+        self._server = self._listen()
+        try:
+            self._server.serve_forever()
+        except KeyboardInterrupt:
+            log.info("policy server interrupted")
+        finally:
+            self.stop()
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+            self._thread = None
+
+    def __enter__(self) -> "PolicyServer":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def _listen(self) -> Server:
+        try:
+            server = serve(self._handle, self.host, self._port, compression=None, max_size=None,
+                           process_request=self._process_request)
+        except OSError as err:
+            raise R2AInputError(f"policy server: cannot listen on {self.host}:{self._port} "
+                                f"({err.strerror or err})") from None
+        log.info("serving %s on ws://%s:%d", type(self.policy).__name__, self.host,
+                 server.socket.getsockname()[1])
+        return server
+
+    def _process_request(self, connection: ServerConnection, request: Any) -> Any:
+        """HTTP before the websocket handshake: health check and API key. (``protocol.reject`` is what
+        ``connection.respond`` wraps since websockets 13; calling it directly also works on 12.)"""
+        if request.path == "/healthz":
+            return connection.protocol.reject(http.HTTPStatus.OK, "OK\n")
+        if self.api_key and request.headers.get("Authorization") != f"Api-Key {self.api_key}":
+            return connection.protocol.reject(http.HTTPStatus.UNAUTHORIZED, "missing or wrong API key\n")
+        return None
+
+    def _handle(self, connection: ServerConnection) -> None:
+        peer = connection.remote_address
+        log.info("policy client connected from %s", peer)
+        try:
+            connection.send(packb(self.metadata))
+            for message in connection:
+                if not self._answer(connection, message):
+                    break
+        except ConnectionClosed:
+            pass
+        log.info("policy client %s disconnected", peer)
+
+    def _answer(self, connection: ServerConnection, message: str | bytes) -> bool:
+        """Reply to one request; on any failure send the traceback as text and close (openpi's behaviour)."""
+        try:
+            reply = self._reply(message)
+        except Exception:  # the client gets the traceback; the server keeps serving other clients
+            trace = traceback.format_exc()
+            log.error("policy request failed:\n%s", trace)
+            connection.send(trace)
+            connection.close(CloseCode.INTERNAL_ERROR, "Internal server error. Traceback included in previous frame.")
+            return False
+        connection.send(reply)
+        return True
+
+    def _reply(self, message: str | bytes) -> bytes:
+        if isinstance(message, str):
+            raise TypeError("expected a binary msgpack observation, got a text frame")
+        obs = unpackb(message)
+        if not isinstance(obs, dict):
+            raise TypeError(f"expected an observation map, got {type(obs).__name__}")
+        with self._lock:
+            if obs.get(RESET_REQUEST) is True:
+                self.policy.reset()
+                return packb({"reset": True})
+            start = time.perf_counter()
+            result = dict(self.policy.infer(obs))
+        result["server_timing"] = {"infer_ms": 1000.0 * (time.perf_counter() - start)}
+        return packb(result)

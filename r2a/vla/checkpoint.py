@@ -1,0 +1,99 @@
+"""Checkpoint format of the built-in VLA (version 1): a directory with ``manifest.json`` + ``model.safetensors``.
+
+The manifest carries the format name and version, the network config, the normalization statistics, the
+embeddings of the training prompts (so deployment needs the sentence model only for unseen prompts), the
+deployment settings (action space, chunk execution), the full training config and the provenance of the
+training data. Writes are atomic (temporary directory, then rename); readers reject unknown versions.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from r2a_core.errors import R2AInputError
+from r2a.vla.model import VLANet, VLANetConfig
+
+FORMAT = "r2a.vla.checkpoint"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+WEIGHTS = "model.safetensors"
+
+
+@dataclass
+class Checkpoint:
+    model: VLANet
+    stats: dict[str, np.ndarray]  # proprio_mean/std, action_mean/std
+    prompts: dict[str, np.ndarray]  # training prompt → embedding
+    action_space: dict[str, Any]
+    n_action_steps: int
+    train_config: dict[str, Any] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def save_checkpoint(ckpt: Checkpoint, out: str | Path) -> Path:
+    from safetensors.torch import save_file
+
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        state = {k: v.detach().contiguous().cpu() for k, v in ckpt.model.state_dict().items()}
+        save_file(state, str(tmp / WEIGHTS))
+        manifest = {"format": FORMAT, "version": FORMAT_VERSION, "model": ckpt.model.config.to_dict(),
+                    "stats": {k: np.asarray(v).tolist() for k, v in ckpt.stats.items()},
+                    "prompts": {p: np.asarray(v).tolist() for p, v in ckpt.prompts.items()},
+                    "action_space": ckpt.action_space, "n_action_steps": ckpt.n_action_steps,
+                    "train_config": ckpt.train_config, "provenance": ckpt.provenance}
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        if out.exists():
+            shutil.rmtree(out)
+        tmp.rename(out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out
+
+
+def read_manifest(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    file = path / MANIFEST
+    if not file.is_file():
+        raise R2AInputError(f"{path}: not a built-in VLA checkpoint (no {MANIFEST})")
+    try:
+        manifest = json.loads(file.read_text())
+    except json.JSONDecodeError as err:
+        raise R2AInputError(f"{file}: not valid JSON ({err})") from None
+    if manifest.get("format") != FORMAT:
+        raise R2AInputError(f"{file}: format is {manifest.get('format')!r}, expected {FORMAT!r}")
+    if manifest.get("version") != FORMAT_VERSION:
+        raise R2AInputError(f"{file}: checkpoint format version {manifest.get('version')!r} is not supported "
+                            f"(this r2a reads version {FORMAT_VERSION})")
+    return manifest
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    manifest = read_manifest(path)
+    model = VLANet(VLANetConfig.from_dict(manifest["model"]))
+    try:
+        state = load_file(str(path / WEIGHTS))
+        model.load_state_dict(state)
+    except (FileNotFoundError, SafetensorError, RuntimeError) as err:
+        raise R2AInputError(f"{path / WEIGHTS}: weights do not load into the network of {MANIFEST}: "
+                            f"{str(err).splitlines()[0]}") from None
+    model.eval()
+    return Checkpoint(model=model, stats={k: np.asarray(v, np.float32) for k, v in manifest["stats"].items()},
+                      prompts={p: np.asarray(v, np.float32) for p, v in manifest["prompts"].items()},
+                      action_space=manifest["action_space"], n_action_steps=int(manifest["n_action_steps"]),
+                      train_config=manifest.get("train_config", {}), provenance=manifest.get("provenance", {}))

@@ -1,0 +1,72 @@
+"""The built-in VLA as a policy: ``infer(obs) -> {"actions": (chunk, 7)}``, frozen weights, CPU inference."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from r2a_core.errors import R2AInputError
+from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace, image_key
+from r2a.vla.checkpoint import load_checkpoint
+from r2a.vla.features import proprio_vector, resize_image, time_feature
+from r2a.vla.text import PromptEmbedder
+
+#: the checkpoint shipped with r2a (trained on the built-in scripted demos; see its manifest for provenance)
+BUILTIN_CHECKPOINT = Path(__file__).resolve().parent.parent / "assets" / "builtin_vla"
+
+
+class BuiltinVLAPolicy:
+    """Frozen built-in VLA. Counts elapsed steps itself when the observation carries no ``state/step``."""
+
+    def __init__(self, checkpoint: str | Path | None = None, threads: int | None = 1) -> None:
+        self.path = Path(checkpoint) if checkpoint else BUILTIN_CHECKPOINT
+        ckpt = load_checkpoint(self.path)
+        self.model, self.stats = ckpt.model, ckpt.stats
+        self.config = ckpt.model.config
+        self.action_space = ActionSpace.from_dict(ckpt.action_space)
+        self.n_action_steps = ckpt.n_action_steps
+        self.embedder = PromptEmbedder(ckpt.prompts)
+        self.metadata = {"policy": "builtin", "checkpoint": str(self.path), "chunk": self.config.chunk,
+                         "n_action_steps": self.n_action_steps, "action_space": ckpt.action_space,
+                         "cameras": list(self.config.cameras), "image_size": self.config.image_size}
+        if threads:
+            torch.set_num_threads(threads)
+        self._steps = 0
+
+    def reset(self) -> None:
+        self._steps = 0
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        inputs = self._inputs(obs)
+        with torch.inference_mode():
+            normalized, _ = self.model(*inputs)
+        actions = normalized[0].numpy() * self.stats["action_std"] + self.stats["action_mean"]
+        self._steps += self.n_action_steps
+        return {"actions": self.action_space.clip(actions)}
+
+    def _inputs(self, obs: dict[str, Any]) -> tuple:
+        images = {cam: _image_tensor(_require(obs, image_key(cam)), self.config.image_size)
+                  for cam in self.config.cameras}
+        proprio = proprio_vector(_require(obs, STATE_EE_POS), _require(obs, STATE_EE_QUAT),
+                                 np.asarray(_require(obs, STATE_GRIPPER), np.float64).reshape(()))
+        proprio = (proprio - self.stats["proprio_mean"]) / self.stats["proprio_std"]
+        step = obs.get(STATE_STEP, self._steps)
+        text = self.embedder(str(_require(obs, PROMPT)))
+        return (images, torch.from_numpy(proprio[None].astype(np.float32)),
+                torch.from_numpy(time_feature(np.array([[step]]))), torch.from_numpy(text[None]))
+
+
+def _require(obs: dict[str, Any], key: str) -> Any:
+    if key not in obs:
+        raise R2AInputError(f"observation has no '{key}' (the built-in VLA needs it); keys present: {sorted(obs)}")
+    return obs[key]
+
+
+def _image_tensor(image: np.ndarray, size: int) -> torch.Tensor:
+    image = np.asarray(image)
+    if image.ndim != 3 or image.shape[-1] != 3 or image.dtype != np.uint8:
+        raise R2AInputError(f"camera image has shape {image.shape} dtype {image.dtype}, expected (H, W, 3) uint8")
+    return torch.from_numpy(np.ascontiguousarray(resize_image(image, size))).permute(2, 0, 1)[None].float() / 255.0

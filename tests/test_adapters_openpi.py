@@ -1,0 +1,187 @@
+"""openpi's websocket protocol end to end on localhost: our server, our client and openpi's reference client."""
+
+import http.client
+import socket
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from r2a.adapters.guard import GuardedPolicy
+from r2a.adapters.keymap import ADAPTER_DIR, load_keymap
+from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy, PolicyServer, PolicyServerError
+from r2a.policies import make_policy
+from r2a_core.errors import R2AInputError
+from r2a_core.types import OSC_POSE_DELTA
+
+
+class EchoPolicy:
+    """A small numpy policy: the chunk encodes the state, so a reply proves the observation arrived intact."""
+
+    def __init__(self):
+        self.resets, self.seen = 0, []
+
+    def infer(self, obs):
+        self.seen.append(obs)
+        if obs.get("prompt") == "fail":
+            raise ValueError("the model exploded")
+        state = np.asarray(obs.get("state/ee_pos", obs.get("observation/state", np.zeros(3))), np.float32)
+        actions = np.tile(np.concatenate([state[:3], np.zeros(3), [-1.0]]).astype(np.float32), (4, 1))
+        return {"actions": actions}
+
+    def reset(self):
+        self.resets += 1
+
+
+def _obs(prompt: str = "lift") -> dict:
+    return {"images/agentview": np.full((16, 16, 3), 7, np.uint8), "state/ee_pos": np.array([0.1, 0.2, 0.3]),
+            "state/ee_quat": np.array([1.0, 0, 0, 0]), "state/gripper": np.array([1.0]), "state/step": 0,
+            "prompt": prompt}
+
+
+@pytest.fixture
+def server():
+    policy = EchoPolicy()
+    srv = PolicyServer(policy, host="127.0.0.1", port=0, metadata={"model": "echo"})
+    srv.start()
+    yield srv
+    srv.stop()
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_our_client_round_trip_metadata_and_reset(server):
+    with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{server.port}", action_space=OSC_POSE_DELTA) as client:
+        assert client.metadata["model"] == "echo" and client.metadata["r2a_reset"] is True
+        out = client.infer(_obs())
+        np.testing.assert_allclose(out["actions"][:, :3], np.tile([0.1, 0.2, 0.3], (4, 1)), rtol=1e-6)
+        assert out["actions"].dtype == np.float32 and "infer_ms" in out["server_timing"]
+        seen = server.policy.seen[-1]
+        np.testing.assert_array_equal(seen["images/agentview"], _obs()["images/agentview"])
+        assert seen["prompt"] == "lift" and seen["state/step"] == 0
+        client.reset()
+        assert server.policy.resets == 1
+
+
+def test_openpi_reference_client_talks_to_our_server(server):
+    wcp = pytest.importorskip("openpi_client.websocket_client_policy")
+    client = wcp.WebsocketClientPolicy(host="127.0.0.1", port=server.port)
+    assert client.get_server_metadata()["model"] == "echo"
+    obs = {"observation/state": np.array([1.0, 2.0, 3.0], np.float32), "prompt": "go"}
+    ours = OpenPIWebsocketPolicy(f"ws://127.0.0.1:{server.port}")
+    np.testing.assert_array_equal(client.infer(obs)["actions"], ours.infer(obs)["actions"])
+    with pytest.raises(RuntimeError, match="the model exploded"):
+        client.infer({"prompt": "fail"})
+    ours.close()
+
+
+def test_openpi_libero_keymap_over_the_wire(server):
+    keymap = load_keymap(ADAPTER_DIR / "openpi_libero.yaml")
+    with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{server.port}", keymap, OSC_POSE_DELTA) as client:
+        out = client.infer({**_obs(), "images/wrist": np.zeros((16, 16, 3), np.uint8)})
+    seen = server.policy.seen[-1]
+    assert sorted(seen) == ["observation/image", "observation/state", "observation/wrist_image", "prompt"]
+    assert seen["observation/image"].shape == (224, 224, 3) and seen["observation/state"].shape == (8,)
+    assert out["actions"].shape == (4, 7)
+
+
+def test_server_error_arrives_as_a_clear_client_error_and_the_client_reconnects(server):
+    with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{server.port}") as client:
+        with pytest.raises(PolicyServerError, match=r"(?s)failed:.*Traceback.*ValueError: the model exploded"):
+            client.infer(_obs("fail"))
+        assert client.infer(_obs())["actions"].shape == (4, 7)  # a fresh connection
+
+
+def test_a_restarted_server_is_reconnected_on_the_next_request():
+    first = PolicyServer(EchoPolicy(), host="127.0.0.1", port=0)
+    port = first.start()
+    client = OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}")
+    second = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port)
+    try:
+        client.infer(_obs())
+        first.stop()
+        second.start()
+        assert client.infer(_obs())["actions"].shape == (4, 7)
+        assert len(second.policy.seen) == 1
+    finally:
+        client.close()
+        first.stop()
+        second.stop()
+
+
+def test_healthz_answers_200(server):
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
+    conn.request("GET", "/healthz")
+    response = conn.getresponse()
+    assert response.status == 200 and response.read() == b"OK\n"
+    conn.close()
+
+
+def test_nothing_listening_is_a_clear_error_fast():
+    port = _free_port()
+    start = time.monotonic()
+    with pytest.raises(R2AInputError, match=rf"ws://127.0.0.1:{port}: nothing answered within 0.6 s.*"
+                                            "start the server first"):
+        OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", connect_timeout=0.6)
+    assert time.monotonic() - start < 3.0
+
+
+def test_the_client_waits_for_a_server_that_starts_late():
+    port = _free_port()
+    srv = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port)
+    import threading
+
+    timer = threading.Timer(0.7, srv.start)
+    timer.start()
+    try:
+        with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", connect_timeout=10) as client:
+            assert client.infer(_obs())["actions"].shape == (4, 7)
+    finally:
+        timer.join()
+        srv.stop()
+
+
+def test_api_key_is_sent_and_checked():
+    srv = PolicyServer(EchoPolicy(), host="127.0.0.1", port=0, api_key="s3cret")
+    port = srv.start()
+    try:
+        with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", api_key="s3cret") as client:
+            assert client.infer(_obs())["actions"].shape == (4, 7)
+        with pytest.raises(R2AInputError, match="HTTP 401 \\(missing or wrong API key\\)"):
+            OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", api_key="wrong")
+    finally:
+        srv.stop()
+
+
+def test_bad_urls_and_busy_ports():
+    with pytest.raises(R2AInputError, match="expected ws://HOST:PORT"):
+        OpenPIWebsocketPolicy("http://localhost:8000")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        with pytest.raises(R2AInputError, match="cannot listen on 127.0.0.1"):
+            PolicyServer(EchoPolicy(), host="127.0.0.1", port=sock.getsockname()[1]).start()
+
+
+def test_registry_openpi_specs(server, tmp_path):
+    sim = SimpleNamespace(action_space=OSC_POSE_DELTA)
+    policy = make_policy(f"openpi:ws://127.0.0.1:{server.port}", sim, seed=0)
+    assert isinstance(policy, GuardedPolicy)
+    assert policy.infer(_obs())["actions"].shape == (4, 7)
+    policy.inner.close()
+    yaml_path = tmp_path / "adapter.yaml"
+    yaml_path.write_text(f"format_version: 1\nurl: ws://127.0.0.1:{server.port}\nkeep_unmapped: true\n"
+                         "actions: {{model_dim: 7, scale: 2.0}}\n".replace("{{", "{").replace("}}", "}"))
+    scaled = make_policy(f"openpi:{yaml_path}", sim, seed=0)
+    np.testing.assert_allclose(scaled.infer(_obs())["actions"][0, :3], [0.2, 0.4, 0.6], rtol=1e-6)
+    scaled.inner.close()
+    with pytest.raises(R2AInputError, match="expected ws://HOST:PORT or an adapter YAML"):
+        make_policy("openpi:localhost:8000", sim, seed=0)
+    (tmp_path / "nourl.yaml").write_text("format_version: 1\n")
+    with pytest.raises(R2AInputError, match="nourl.yaml: no 'url:'"):
+        make_policy(f"openpi:{tmp_path / 'nourl.yaml'}", sim, seed=0)

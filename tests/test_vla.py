@@ -1,0 +1,180 @@
+"""The built-in VLA: features, model, training on tiny synthetic data, checkpoints, the frozen policy, the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from r2a_core.errors import R2AInputError
+from r2a_core.types import OSC_POSE_DELTA, STATE_STEP, image_key
+from r2a.vla.checkpoint import MANIFEST, WEIGHTS, load_checkpoint, read_manifest
+from r2a.vla.data import build_arrays, chunk_targets
+from r2a.vla.features import resize_image
+from r2a.vla.model import SpatialSoftmax, VLANet, VLANetConfig
+from r2a.vla.train import TrainConfig, random_shift, train_policy
+from tests.conftest import make_episode
+
+TINY = ["steps=6", "batch_size=8", "chunk=4", "n_action_steps=2", "image_size=16", "conv_channels=8",
+        "keypoints=4", "hidden=32", "aux_weight=0", "log_every=2", "save_every=3", "warmup_steps=2",
+        "holdout_every=2", "threads=1"]
+
+
+def test_chunk_targets_pad_with_last_action_and_mask_it():
+    actions = np.arange(6, dtype=np.float32).reshape(3, 2)
+    chunks, mask = chunk_targets(actions, 4)
+    assert chunks.shape == (3, 4, 2)
+    np.testing.assert_array_equal(chunks[1], [[2, 3], [4, 5], [4, 5], [4, 5]])
+    np.testing.assert_array_equal(mask[1], [1, 1, 0, 0])
+
+
+def test_resize_area_and_nearest():
+    image = np.zeros((4, 4, 3), np.uint8)
+    image[:2, :2] = 200
+    np.testing.assert_array_equal(resize_image(image, 2)[..., 0], [[200, 0], [0, 0]])
+    assert resize_image(np.zeros((10, 10, 3), np.uint8), 4).shape == (4, 4, 3)
+
+
+def test_spatial_softmax_finds_a_bright_spot():
+    layer = SpatialSoftmax(1, 1)
+    with torch.no_grad():
+        layer.to_keypoints.weight.fill_(50.0)
+        layer.to_keypoints.bias.zero_()
+    features = torch.zeros(1, 1, 9, 9)
+    features[0, 0, 2, 6] = 1.0  # row 2 (y = -0.5), column 6 (x = +0.5)
+    np.testing.assert_allclose(layer(features)[0].detach().numpy(), [0.5, -0.5], atol=1e-3)
+
+
+def test_random_shift_is_a_translation():
+    images = torch.rand(3, 3, 8, 8)
+    rng = np.random.default_rng(0)
+    assert torch.equal(random_shift(images, 0, rng), images)
+    shifted = random_shift(images, 2, rng)
+    assert shifted.shape == images.shape
+
+
+def test_model_output_shapes():
+    config = VLANetConfig(image_size=16, chunk=4, conv_channels=8, keypoints=4, hidden=32)
+    net = VLANet(config)
+    images = {cam: torch.rand(2, 3, 16, 16) for cam in config.cameras}
+    actions, aux = net(images, torch.zeros(2, 10), torch.zeros(2, 1), torch.zeros(2, 384))
+    assert actions.shape == (2, 4, 7) and aux.shape == (2, 9)
+
+
+def test_config_rejects_unknown_fields_and_bad_chunking(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("stepz: 3\n")
+    with pytest.raises(R2AInputError, match="stepz"):
+        TrainConfig.from_yaml(bad)
+    with pytest.raises(R2AInputError, match="n_action_steps"):
+        TrainConfig.from_yaml(None, ["chunk=4", "n_action_steps=8"])
+
+
+def test_build_arrays_names_a_missing_camera():
+    episode = make_episode(images=False)
+    with pytest.raises(R2AInputError, match="camera"):
+        build_arrays([episode], ("agentview", "wrist"), 16, 4, aux=False)
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory) -> Path:
+    from demos.hdf5_io import write_hdf5
+
+    root = tmp_path_factory.mktemp("vla")
+    episodes = [make_episode(length=10 + i, seed=2 * i) for i in range(4)]  # even seeds: successful
+    demos = write_hdf5(root / "demos.hdf5", episodes, env_args={"env_name": "Lift"})
+    config = TrainConfig.from_yaml(None, TINY)
+    summary = train_policy(config, [demos], root / "ckpt")
+    assert summary["steps"] == 6 and np.isfinite(summary["final"]["loss"])
+    return root / "ckpt"
+
+
+def test_training_writes_a_loadable_versioned_checkpoint(tiny_checkpoint):
+    manifest = read_manifest(tiny_checkpoint)
+    assert manifest["version"] == 1 and manifest["n_action_steps"] == 2
+    assert manifest["prompts"].keys() == {"do lift"}
+    history = manifest["provenance"]["history"]
+    assert [row["step"] for row in history] == [2, 4, 6] and "val_loss" in history[-1]
+    assert manifest["provenance"]["sources"][0]["episodes"] == 4
+    ckpt = load_checkpoint(tiny_checkpoint)
+    assert ckpt.model.config.chunk == 4
+
+
+def test_policy_infers_bounded_chunks_and_counts_time(tiny_checkpoint):
+    from r2a.vla.policy import BuiltinVLAPolicy
+
+    policy = BuiltinVLAPolicy(tiny_checkpoint)
+    obs = _observation(size=32)
+    actions = policy.infer(obs)["actions"]
+    assert actions.shape == (4, 7) and actions.dtype == np.float32
+    assert np.isfinite(actions).all() and np.abs(actions).max() <= 1.0
+    later = policy.infer({**obs, STATE_STEP: 150})["actions"]
+    assert not np.allclose(actions, later)  # the elapsed time is an input
+    with pytest.raises(R2AInputError, match="images/wrist"):
+        policy.infer({k: v for k, v in obs.items() if k != image_key("wrist")})
+
+
+def test_checkpoint_versions_and_corruption_are_rejected(tiny_checkpoint, tmp_path):
+    import shutil
+
+    copy = tmp_path / "ckpt"
+    shutil.copytree(tiny_checkpoint, copy)
+    manifest = json.loads((copy / MANIFEST).read_text())
+    (copy / MANIFEST).write_text(json.dumps({**manifest, "version": 99}))
+    with pytest.raises(R2AInputError, match="version 99"):
+        load_checkpoint(copy)
+    (copy / MANIFEST).write_text(json.dumps(manifest))
+    (copy / WEIGHTS).write_bytes(b"not weights")
+    with pytest.raises(R2AInputError, match="weights"):
+        load_checkpoint(copy)
+    with pytest.raises(R2AInputError, match="no manifest"):
+        load_checkpoint(tmp_path / "nowhere")
+
+
+def test_registry_builds_the_builtin_policy_from_a_path(tiny_checkpoint):
+    from r2a.policies import make_policy
+
+    policy = make_policy(f"builtin:{tiny_checkpoint}")
+    assert policy.infer(_observation(16))["actions"].shape[1] == OSC_POSE_DELTA.dim
+    with pytest.raises(R2AInputError, match="expert"):
+        make_policy("expert")  # needs a simulator
+
+
+def test_cli_info_describes_a_checkpoint(tiny_checkpoint, capsys):
+    from r2a.cli import main
+
+    assert main(["policy", "info", str(tiny_checkpoint)]) == 0
+    described = json.loads(capsys.readouterr().out)
+    assert described["version"] == 1 and described["weights_bytes"] > 0
+    assert main(["policy", "info", str(tiny_checkpoint.parent)]) == 2
+
+
+def _observation(size: int) -> dict:
+    rng = np.random.default_rng(0)
+    return {image_key("agentview"): rng.integers(0, 256, (size, size, 3), dtype=np.uint8),
+            image_key("wrist"): rng.integers(0, 256, (size, size, 3), dtype=np.uint8),
+            "state/ee_pos": np.array([0.0, 0.0, 1.0]), "state/ee_quat": np.array([0.0, 1.0, 0.0, 0.0]),
+            "state/gripper": np.array(1.0), "state/joint_pos": np.zeros(7), "prompt": "do lift", STATE_STEP: 0}
+
+
+def test_builtin_policy_served_over_the_openpi_protocol(tiny_checkpoint):
+    """A real local websocket server serves the built-in VLA; our client and openpi's get its chunks."""
+    from r2a.adapters.openpi_ws import PolicyServer
+    from r2a.policies import make_policy
+    from r2a.vla.policy import BuiltinVLAPolicy
+
+    served = BuiltinVLAPolicy(tiny_checkpoint)
+    obs = _observation(16)
+    expected = BuiltinVLAPolicy(tiny_checkpoint).infer(obs)["actions"]
+    with PolicyServer(served, port=0, metadata=served.metadata) as server:
+        port = server.port
+        client = make_policy(f"openpi:ws://127.0.0.1:{port}")
+        client.reset()
+        np.testing.assert_allclose(client.infer(obs)["actions"], expected, atol=1e-6)
+        assert client.n_action_steps == 2 and client.metadata["policy"] == "builtin"
+        openpi_client = pytest.importorskip("openpi_client.websocket_client_policy")
+        reference = openpi_client.WebsocketClientPolicy(host="127.0.0.1", port=port)
+        np.testing.assert_allclose(reference.infer(obs)["actions"], expected, atol=1e-6)
