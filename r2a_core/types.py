@@ -6,7 +6,8 @@ Conventions (stated once, used everywhere):
 * ``gripper`` is the normalized gripper *opening* in [0, 1] (0 closed, 1 fully open);
 * images are upright (OpenCV convention), ``uint8``, ``(H, W, 3)``;
 * observation dicts use the keys below: ``images/<camera>``, ``state/ee_pos``, ``state/ee_quat``,
-  ``state/gripper``, ``state/joint_pos``, ``state/step`` (elapsed control steps), and ``prompt`` for the language instruction.
+  ``state/gripper``, ``state/joint_pos``, ``state/step`` (elapsed control steps), and ``prompt`` for the
+  language instruction.
 """
 
 from __future__ import annotations

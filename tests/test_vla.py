@@ -13,7 +13,7 @@ from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA, STATE_STEP, image_key
 from r2a.vla.checkpoint import MANIFEST, WEIGHTS, load_checkpoint, read_manifest
 from r2a.vla.data import build_arrays, chunk_targets
-from r2a.vla.features import resize_image
+from r2a_core.images import resize_image
 from r2a.vla.model import SpatialSoftmax, VLANet, VLANetConfig
 from r2a.vla.train import TrainConfig, random_shift, train_policy
 from tests.conftest import make_episode
@@ -34,8 +34,8 @@ def test_chunk_targets_pad_with_last_action_and_mask_it():
 def test_resize_area_and_nearest():
     image = np.zeros((4, 4, 3), np.uint8)
     image[:2, :2] = 200
-    np.testing.assert_array_equal(resize_image(image, 2)[..., 0], [[200, 0], [0, 0]])
-    assert resize_image(np.zeros((10, 10, 3), np.uint8), 4).shape == (4, 4, 3)
+    np.testing.assert_array_equal(resize_image(image, (2, 2))[..., 0], [[200, 0], [0, 0]])
+    assert resize_image(np.zeros((10, 10, 3), np.uint8), (4, 4), "nearest").shape == (4, 4, 3)
 
 
 def test_spatial_softmax_finds_a_bright_spot():

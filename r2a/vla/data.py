@@ -14,9 +14,11 @@ from pathlib import Path
 
 import numpy as np
 
+from demos.replay import StateReplayer
 from r2a_core.errors import R2AInputError
+from r2a_core.images import resize_image
 from r2a_core.types import Episode
-from r2a.vla.features import proprio_vector, resize_image
+from r2a.vla.features import proprio_vector
 
 log = logging.getLogger(__name__)
 AUX_OBJECTS = 3
@@ -47,58 +49,48 @@ def chunk_targets(actions: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarr
     return actions[np.minimum(index, t - 1)].astype(np.float32), mask
 
 
-def object_offsets(episode: Episode, sims: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Positions of the task's objects relative to the EE per frame, from the recorded simulator states."""
+def object_offsets(episode: Episode, replayer: StateReplayer) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of (up to 3 of) the task's objects relative to the EE per frame, and their mask."""
     n = len(episode)
     out, mask = np.zeros((n, 3 * AUX_OBJECTS), np.float32), np.zeros((n, 3 * AUX_OBJECTS), np.float32)
-    if episode.sim_states is None:
+    replayed = replayer.object_positions(episode)
+    if replayed is None:
         return out, mask
-    sim = _state_sim(episode.task, sims)
-    objects = sim.task.objects[:AUX_OBJECTS]
-    for i, state in enumerate(episode.sim_states):
-        sim.set_state(state)
-        for j, name in enumerate(objects):
-            out[i, 3 * j:3 * j + 3] = sim.object_pos(name) - episode.ee_pos[i]
-    mask[:, : 3 * len(objects)] = 1.0
+    positions = replayed[1][:, :AUX_OBJECTS]
+    k = positions.shape[1]
+    out[:, : 3 * k] = (positions - episode.ee_pos[:, None, :]).reshape(n, 3 * k)
+    mask[:, : 3 * k] = 1.0
     return out, mask
-
-
-def _state_sim(task: str, sims: dict):
-    if task not in sims:
-        from eval.envs.robosuite_env import SimConfig, SimEnv
-
-        sims[task] = SimEnv(SimConfig(task=task, cameras=()))
-    return sims[task]
 
 
 def build_arrays(episodes: list[Episode], cameras: tuple[str, ...], image_size: int, chunk: int,
                  aux: bool = True) -> TrainingArrays:
     """Stack every frame of every episode (images resized to ``image_size``)."""
     prompts = sorted({ep.instruction for ep in episodes})
-    rows: dict[str, list[np.ndarray]] = {k: [] for k in ("proprio", "step", "prompt", "actions", "mask", "aux",
-                                                          "aux_mask", "episode")}
-    images: dict[str, list[np.ndarray]] = {cam: [] for cam in cameras}
-    sims: dict = {}
-    try:
-        for number, ep in enumerate(episodes):
-            _check_cameras(ep, cameras, number)
-            for cam in cameras:
-                images[cam].append(np.stack([resize_image(f, image_size) for f in ep.images[cam]]))
-            actions, mask = chunk_targets(ep.actions, chunk)
-            offsets, offsets_mask = object_offsets(ep, sims) if aux else (np.zeros((len(ep), 9), np.float32),) * 2
-            for key, value in (("proprio", proprio_vector(ep.ee_pos, ep.ee_quat, ep.gripper)),
-                               ("step", np.arange(len(ep))), ("prompt", np.full(len(ep), prompts.index(ep.instruction))),
-                               ("actions", actions), ("mask", mask), ("aux", offsets), ("aux_mask", offsets_mask),
-                               ("episode", np.full(len(ep), number))):
-                rows[key].append(value)
-    finally:
-        for sim in sims.values():
-            sim.close()
-    cat = {k: np.concatenate(v) for k, v in rows.items()}
-    return TrainingArrays(images={c: np.concatenate(v) for c, v in images.items()}, proprio=cat["proprio"],
+    with StateReplayer() as replayer:
+        per_episode = [_episode_rows(ep, number, prompts, cameras, image_size, chunk, replayer if aux else None)
+                       for number, ep in enumerate(episodes)]
+    cat = {key: np.concatenate([rows[key] for rows in per_episode]) for key in per_episode[0]}
+    return TrainingArrays(images={cam: cat[f"image/{cam}"] for cam in cameras}, proprio=cat["proprio"],
                           step=cat["step"].astype(np.int32), prompt_index=cat["prompt"].astype(np.int32),
                           prompts=prompts, actions=cat["actions"], action_mask=cat["mask"], aux=cat["aux"],
                           aux_mask=cat["aux_mask"], episode=cat["episode"].astype(np.int32))
+
+
+def _episode_rows(ep: Episode, number: int, prompts: list[str], cameras: tuple[str, ...], image_size: int,
+                  chunk: int, replayer: StateReplayer | None) -> dict[str, np.ndarray]:
+    _check_cameras(ep, cameras, number)
+    n = len(ep)
+    rows = {f"image/{cam}": np.stack([resize_image(frame, (image_size, image_size)) for frame in ep.images[cam]])
+            for cam in cameras}
+    rows["actions"], rows["mask"] = chunk_targets(ep.actions, chunk)
+    if replayer is not None:
+        rows["aux"], rows["aux_mask"] = object_offsets(ep, replayer)
+    else:
+        rows["aux"] = rows["aux_mask"] = np.zeros((n, 3 * AUX_OBJECTS), np.float32)
+    rows.update(proprio=proprio_vector(ep.ee_pos, ep.ee_quat, ep.gripper), step=np.arange(n),
+                prompt=np.full(n, prompts.index(ep.instruction)), episode=np.full(n, number))
+    return rows
 
 
 def _check_cameras(ep: Episode, cameras: tuple[str, ...], number: int) -> None:

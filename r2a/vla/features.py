@@ -20,16 +20,3 @@ def proprio_vector(ee_pos: np.ndarray, ee_quat: np.ndarray, gripper: np.ndarray)
 
 def time_feature(step: np.ndarray | int) -> np.ndarray:
     return np.asarray(np.minimum(np.asarray(step, np.float64) / TIME_SCALE, 2.0), np.float32)
-
-
-def resize_image(image: np.ndarray, size: int) -> np.ndarray:
-    """Square-resize ``(H, W, 3)`` uint8 with area averaging (integer factors) or nearest sampling."""
-    h, w = image.shape[:2]
-    if (h, w) == (size, size):
-        return image
-    if h % size == 0 and w % size == 0:
-        fy, fx = h // size, w // size
-        return image.reshape(size, fy, size, fx, -1).mean(axis=(1, 3)).round().astype(np.uint8)
-    rows = (np.arange(size) * h / size + h / size / 2).astype(int)
-    cols = (np.arange(size) * w / size + w / size / 2).astype(int)
-    return image[rows][:, cols]

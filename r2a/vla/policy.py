@@ -9,9 +9,10 @@ import numpy as np
 import torch
 
 from r2a_core.errors import R2AInputError
+from r2a_core.images import resize_image
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace, image_key
 from r2a.vla.checkpoint import load_checkpoint
-from r2a.vla.features import proprio_vector, resize_image, time_feature
+from r2a.vla.features import proprio_vector, time_feature
 from r2a.vla.text import PromptEmbedder
 
 #: the checkpoint shipped with r2a (trained on the built-in scripted demos; see its manifest for provenance)
@@ -69,4 +70,5 @@ def _image_tensor(image: np.ndarray, size: int) -> torch.Tensor:
     image = np.asarray(image)
     if image.ndim != 3 or image.shape[-1] != 3 or image.dtype != np.uint8:
         raise R2AInputError(f"camera image has shape {image.shape} dtype {image.dtype}, expected (H, W, 3) uint8")
-    return torch.from_numpy(np.ascontiguousarray(resize_image(image, size))).permute(2, 0, 1)[None].float() / 255.0
+    resized = np.ascontiguousarray(resize_image(image, (size, size)))
+    return torch.from_numpy(resized).permute(2, 0, 1)[None].float() / 255.0
