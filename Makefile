@@ -16,7 +16,7 @@ $(PY):
 # torch first and pinned: its CPU wheel is on local disk here; an unpinned torch would pull a CUDA build.
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[sim,graph,dev]"
+	$(PY) -m pip install -q -e ".[sim,graph,vla,dev]"
 	touch $(STAMP)
 
 system-deps:

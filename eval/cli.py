@@ -2,12 +2,15 @@
 
 ``r2a bench perf graph [--sizes 10000 100000 1000000]`` — graph-builder scale benchmark
 (:mod:`eval.perf.graph_scale`).
+``r2a bench perf policy --policy SPEC [--task Lift] [--image-size 64] [--queries 200] [--warmup 10] [--threads 1]``
+— a policy's inference latency next to the simulator step (:mod:`eval.perf.policy_latency`).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 
@@ -30,7 +33,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
     perf = sub.add_parser("perf", help="performance benchmarks")
-    perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph}")
+    perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy}")
     graph = perf_sub.add_parser("graph", help="graph build scale benchmark on synthetic demonstrations",
                                 description="Build graphs from synthetic demos of each size (fresh process per "
                                             "size) and print frames/s, peak memory, index size and ratios.")
@@ -42,7 +45,25 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="override one graph config value (repeatable)")
     graph.add_argument("--json", metavar="PATH", help="also write the rows (with config and versions) as JSON")
     graph.add_argument("--no-isolate", action="store_true", help="run all sizes in this process")
+    _add_perf_policy_parser(perf_sub)
     return parser
+
+
+def _add_perf_policy_parser(perf_sub: argparse._SubParsersAction) -> None:
+    policy = perf_sub.add_parser("policy", help="policy inference latency next to the simulator step",
+                                 description="Step the simulator with the policy's own actions and time "
+                                             "policy.infer and sim.step side by side in one process; print "
+                                             "latency per query and per control step and its ratio to the "
+                                             "simulator step.")
+    policy.add_argument("--policy", required=True, metavar="NAME[:ARG]",
+                        help="policy to time, e.g. builtin, builtin:DIR, expert, openpi:ws://HOST:PORT")
+    policy.add_argument("--task", default="Lift", help="simulator task (default: Lift)")
+    policy.add_argument("--image-size", type=int, default=64, metavar="PX", help="camera image side (default: 64)")
+    policy.add_argument("--queries", type=int, default=200, help="timed policy queries (default: 200)")
+    policy.add_argument("--warmup", type=int, default=10, help="untimed queries first (default: 10)")
+    policy.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1; 0 = leave)")
+    policy.add_argument("--seed", type=int, default=0, help="seed of the first episode and of the policy")
+    policy.add_argument("--json", metavar="PATH", help="also write the measurement (with machine info) as JSON")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +73,8 @@ def run(args: argparse.Namespace) -> int:
         return _bench_report(args)
     if args.command == "perf" and args.perf_command == "graph":
         return _perf_graph(args)
+    if args.command == "perf" and args.perf_command == "policy":
+        return _perf_policy(args)
     raise AssertionError((args.command, getattr(args, "perf_command", None)))
 
 
@@ -67,6 +90,24 @@ def _perf_graph(args: argparse.Namespace) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
     return 0
+
+
+def _perf_policy(args: argparse.Namespace) -> int:
+    from eval.perf.policy_latency import format_table, measure_policy_latency
+
+    row = measure_policy_latency(args.policy, task=args.task, image_size=args.image_size, queries=args.queries,
+                                 warmup=args.warmup, seed=args.seed, threads=args.threads or None)
+    print(format_table(row))
+    if args.json:
+        _write_json_atomic(Path(args.json), row)
+    return 0
+
+
+def _write_json_atomic(path: Path, data: object) -> None:
+    """Write to a temp file next to ``path`` and rename, so a crash never leaves half a JSON file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2) + "\n")
+    os.replace(tmp, path)
 
 
 def _bench_run(args: argparse.Namespace) -> int:
