@@ -29,6 +29,8 @@ quickstart: install
 	$(VENV)/bin/r2a demos info $(QUICKSTART_DIR)/lift.hdf5
 	$(VENV)/bin/r2a graph build $(QUICKSTART_DIR)/lift.hdf5 --out $(QUICKSTART_DIR)/lift_graph
 	$(VENV)/bin/r2a graph info $(QUICKSTART_DIR)/lift_graph
+	$(VENV)/bin/r2a bench run --config configs/bench/clean.yaml --set 'tasks=[Lift]' --set episodes=4 \
+		--policy builtin --out $(QUICKSTART_DIR)/builtin_clean --workers 2
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

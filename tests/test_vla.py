@@ -178,3 +178,22 @@ def test_builtin_policy_served_over_the_openpi_protocol(tiny_checkpoint):
         openpi_client = pytest.importorskip("openpi_client.websocket_client_policy")
         reference = openpi_client.WebsocketClientPolicy(host="127.0.0.1", port=port)
         np.testing.assert_allclose(reference.infer(obs)["actions"], expected, atol=1e-6)
+
+
+def test_temporal_ensemble_averages_overlapping_predictions(tiny_checkpoint):
+    from r2a.policies import make_policy
+    from r2a.vla.policy import BuiltinVLAPolicy
+
+    plain = BuiltinVLAPolicy(tiny_checkpoint)
+    ensembled = make_policy(f"builtin:{tiny_checkpoint}?temporal_ensemble=0.5")
+    assert ensembled.n_action_steps == 1
+    obs0, obs1 = _observation(16), {**_observation(16), STATE_STEP: 1, "state/ee_pos": np.array([0.1, 0, 1.0])}
+    first = ensembled.infer(obs0)
+    np.testing.assert_allclose(first["actions"][0], plain.infer(obs0)["actions"][0], atol=1e-6)
+    second = ensembled.infer(obs1)["actions"][0]
+    older, newer = plain.infer(obs0)["actions"][1], plain.infer(obs1)["actions"][0]
+    np.testing.assert_allclose(second, (older + np.exp(-0.5) * newer) / (1 + np.exp(-0.5)), atol=1e-5)
+    with pytest.raises(R2AInputError, match="unknown option"):
+        make_policy(f"builtin:{tiny_checkpoint}?speed=2")
+    with pytest.raises(R2AInputError, match="n_action_steps=9"):
+        make_policy(f"builtin:{tiny_checkpoint}?n_action_steps=9")

@@ -55,12 +55,29 @@ def _require_sim(ctx: PolicyContext, name: str) -> None:
                             "(it cannot be served or run outside the benchmark)")
 
 
-@register_policy("builtin", "the built-in VLA; 'builtin' uses the shipped checkpoint, 'builtin:DIR' another one")
+def _query_options(query: str, types: dict[str, type], where: str) -> dict[str, Any]:
+    """``"a=1&b=0.5"`` → typed options; unknown keys or unparsable values are input errors."""
+    options: dict[str, Any] = {}
+    for item in filter(None, query.split("&")):
+        key, _, value = item.partition("=")
+        if key not in types:
+            raise R2AInputError(f"{where}: unknown option '{key}'; valid options: {', '.join(types)}")
+        try:
+            options[key] = types[key](value)
+        except ValueError:
+            raise R2AInputError(f"{where}: option {key}={value!r} is not a {types[key].__name__}") from None
+    return options
+
+
+@register_policy("builtin", "the built-in VLA; 'builtin' (shipped checkpoint), 'builtin:DIR', options "
+                            "'builtin:DIR?n_action_steps=4' or '?temporal_ensemble=0.01'")
 def _builtin(ctx: PolicyContext) -> Policy:
     from r2a.adapters.guard import GuardedPolicy
     from r2a.vla.policy import BuiltinVLAPolicy
 
-    inner = BuiltinVLAPolicy(ctx.arg)
+    path, _, query = (ctx.arg or "").partition("?")
+    options = _query_options(query, {"n_action_steps": int, "temporal_ensemble": float}, f"builtin:{ctx.arg}")
+    inner = BuiltinVLAPolicy(path or None, **options)
     return GuardedPolicy(inner, inner.action_space, name=f"builtin:{inner.path}")
 
 

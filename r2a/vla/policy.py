@@ -20,41 +20,63 @@ BUILTIN_CHECKPOINT = Path(__file__).resolve().parent.parent / "assets" / "builti
 
 
 class BuiltinVLAPolicy:
-    """Frozen built-in VLA. Counts elapsed steps itself when the observation carries no ``state/step``."""
+    """Frozen built-in VLA. Counts elapsed steps itself when the observation carries no ``state/step``.
 
-    def __init__(self, checkpoint: str | Path | None = None, threads: int | None = 1) -> None:
+    Two ways to execute its chunks: ``n_action_steps`` actions of each chunk (the checkpoint's setting by
+    default), or ACT's temporal ensemble (``temporal_ensemble=k``): query every step and execute the average of
+    all predictions made for this step, weighted ``exp(-k * age_rank)`` with the oldest prediction first.
+    """
+
+    def __init__(self, checkpoint: str | Path | None = None, threads: int | None = 1,
+                 n_action_steps: int | None = None, temporal_ensemble: float | None = None) -> None:
         self.path = Path(checkpoint) if checkpoint else BUILTIN_CHECKPOINT
         ckpt = load_checkpoint(self.path)
         self.model, self.stats = ckpt.model, ckpt.stats
         self.config = ckpt.model.config
         self.action_space = ActionSpace.from_dict(ckpt.action_space)
-        self.n_action_steps = ckpt.n_action_steps
+        self.temporal_ensemble = temporal_ensemble
+        self.n_action_steps = 1 if temporal_ensemble is not None else (n_action_steps or ckpt.n_action_steps)
+        if not 1 <= self.n_action_steps <= self.config.chunk:
+            raise R2AInputError(f"n_action_steps={self.n_action_steps}: expected 1..{self.config.chunk} (the chunk)")
         self.embedder = PromptEmbedder(ckpt.prompts)
         self.metadata = {"policy": "builtin", "checkpoint": str(self.path), "chunk": self.config.chunk,
-                         "n_action_steps": self.n_action_steps, "action_space": ckpt.action_space,
-                         "cameras": list(self.config.cameras), "image_size": self.config.image_size}
+                         "n_action_steps": self.n_action_steps, "temporal_ensemble": temporal_ensemble,
+                         "action_space": ckpt.action_space, "cameras": list(self.config.cameras),
+                         "image_size": self.config.image_size}
         if threads:
             torch.set_num_threads(threads)
         self._steps = 0
+        self._history: list[tuple[int, np.ndarray]] = []  # (step it was predicted at, chunk)
 
     def reset(self) -> None:
         self._steps = 0
+        self._history.clear()
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
-        inputs = self._inputs(obs)
+        step = int(obs.get(STATE_STEP, self._steps))
+        inputs = self._inputs(obs, step)
         with torch.inference_mode():
             normalized, _ = self.model(*inputs)
-        actions = normalized[0].numpy() * self.stats["action_std"] + self.stats["action_mean"]
-        self._steps += self.n_action_steps
-        return {"actions": self.action_space.clip(actions)}
+        chunk = self.action_space.clip(normalized[0].numpy() * self.stats["action_std"] + self.stats["action_mean"])
+        self._steps = step + self.n_action_steps
+        if self.temporal_ensemble is None:
+            return {"actions": chunk}
+        return {"actions": self._ensembled(step, chunk)[None], "chunk": chunk}
 
-    def _inputs(self, obs: dict[str, Any]) -> tuple:
+    def _ensembled(self, step: int, chunk: np.ndarray) -> np.ndarray:
+        """ACT's temporal ensemble of every stored chunk's prediction for ``step``."""
+        horizon = self.config.chunk
+        self._history = [(t, c) for t, c in self._history if step - t < horizon] + [(step, chunk)]
+        predictions = np.stack([c[step - t] for t, c in self._history])  # oldest first
+        weights = np.exp(-self.temporal_ensemble * np.arange(len(predictions)))
+        return (weights[:, None] * predictions).sum(0) / weights.sum()
+
+    def _inputs(self, obs: dict[str, Any], step: int) -> tuple:
         images = {cam: _image_tensor(_require(obs, image_key(cam)), self.config.image_size)
                   for cam in self.config.cameras}
         proprio = proprio_vector(_require(obs, STATE_EE_POS), _require(obs, STATE_EE_QUAT),
                                  np.asarray(_require(obs, STATE_GRIPPER), np.float64).reshape(()))
         proprio = (proprio - self.stats["proprio_mean"]) / self.stats["proprio_std"]
-        step = obs.get(STATE_STEP, self._steps)
         text = self.embedder(str(_require(obs, PROMPT)))
         return (images, torch.from_numpy(proprio[None].astype(np.float32)),
                 torch.from_numpy(time_feature(np.array([[step]]))), torch.from_numpy(text[None]))

@@ -38,7 +38,7 @@ class TrainConfig:
     chunk: int = 16
     #: actions executed per chunk at deployment before the policy is queried again
     n_action_steps: int = 8
-    steps: int = 12000
+    steps: int = 15000
     batch_size: int = 64
     lr: float = 1e-3
     weight_decay: float = 1e-4
