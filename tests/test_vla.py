@@ -197,3 +197,17 @@ def test_temporal_ensemble_averages_overlapping_predictions(tiny_checkpoint):
         make_policy(f"builtin:{tiny_checkpoint}?speed=2")
     with pytest.raises(R2AInputError, match="n_action_steps=9"):
         make_policy(f"builtin:{tiny_checkpoint}?n_action_steps=9")
+
+
+def test_training_can_continue_from_a_checkpoint(tiny_checkpoint, tmp_path):
+    from demos.hdf5_io import write_hdf5
+
+    demos = write_hdf5(tmp_path / "d.hdf5", [make_episode(length=9, seed=0)], env_args={"env_name": "Lift"})
+    start = load_checkpoint(tiny_checkpoint)
+    config = TrainConfig.from_yaml(None, TINY + ["steps=2", f"init_from={tiny_checkpoint}", "holdout_every=0"])
+    train_policy(config, [demos], tmp_path / "more")
+    continued = load_checkpoint(tmp_path / "more")
+    np.testing.assert_array_equal(continued.stats["action_std"], start.stats["action_std"])
+    with pytest.raises(R2AInputError, match="differs"):
+        train_policy(TrainConfig.from_yaml(None, TINY + ["hidden=16", f"init_from={tiny_checkpoint}"]), [demos],
+                     tmp_path / "bad")

@@ -56,6 +56,8 @@ class TrainConfig:
     save_every: int = 2000
     #: torch threads (0: all cores)
     threads: int = 0
+    #: continue from this checkpoint's weights and normalization (same network config); None: from scratch
+    init_from: str | None = None
 
     @classmethod
     def from_yaml(cls, path: str | Path | None, overrides: list[str] | None = None) -> "TrainConfig":
@@ -179,7 +181,7 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     started = time.time()
     data, train_rows, val_rows, prompts, sources = prepare_data(config, demo_paths)
     log.info("training on %d frames (%d held out) from %d prompts", len(train_rows), len(val_rows), len(prompts))
-    model = VLANet(config.net_config())
+    model = _initial_model(config, data)
     ema = copy.deepcopy(model).eval()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run = _wandb(config, out, wandb_mode)
@@ -211,6 +213,22 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
                "final": history[-1] if history else {}}
     log.info("trained %d steps in %.0f s → %s", config.steps, summary["train_seconds"], out)
     return summary
+
+
+def _initial_model(config: TrainConfig, data: Batches) -> VLANet:
+    """A fresh network, or the weights of ``init_from`` (whose normalization then replaces the data's)."""
+    model = VLANet(config.net_config())
+    if config.init_from:
+        from r2a.vla.checkpoint import load_checkpoint
+
+        start = load_checkpoint(config.init_from)
+        if start.model.config != model.config:
+            raise R2AInputError(f"init_from {config.init_from}: its network {start.model.config} differs from "
+                                f"the config's {model.config}")
+        model.load_state_dict(start.model.state_dict())
+        data.stats = start.stats
+        log.info("continuing from %s", config.init_from)
+    return model
 
 
 def _save(ema: VLANet, data: Batches, prompts: dict[str, np.ndarray], config: TrainConfig,
