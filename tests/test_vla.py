@@ -211,3 +211,15 @@ def test_training_can_continue_from_a_checkpoint(tiny_checkpoint, tmp_path):
     with pytest.raises(R2AInputError, match="differs"):
         train_policy(TrainConfig.from_yaml(None, TINY + ["hidden=16", f"init_from={tiny_checkpoint}"]), [demos],
                      tmp_path / "bad")
+
+
+def test_task_weights_shift_the_sampling():
+    from r2a.vla.train import _sampling_probabilities
+
+    episodes = [make_episode(length=10, seed=0, task="Lift"), make_episode(length=10, seed=2, task="Stack")]
+    arrays = build_arrays(episodes, ("agentview", "wrist"), 16, 4, aux=False)
+    rows = np.arange(len(arrays))
+    p = _sampling_probabilities(arrays, rows, {"Stack": 3.0})
+    assert np.isclose(p[arrays.task_index == arrays.tasks.index("Stack")].sum(), 0.75)
+    with pytest.raises(R2AInputError, match="Stak"):
+        _sampling_probabilities(arrays, rows, {"Stak": 2.0})

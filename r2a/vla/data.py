@@ -36,6 +36,8 @@ class TrainingArrays:
     aux: np.ndarray  # (N, 3 * AUX_OBJECTS) float32
     aux_mask: np.ndarray  # (N, 3 * AUX_OBJECTS) float32
     episode: np.ndarray  # (N,) episode number
+    task_index: np.ndarray  # (N,) index into ``tasks``
+    tasks: list[str]
 
     def __len__(self) -> int:
         return len(self.proprio)
@@ -66,15 +68,18 @@ def object_offsets(episode: Episode, replayer: StateReplayer) -> tuple[np.ndarra
 def build_arrays(episodes: list[Episode], cameras: tuple[str, ...], image_size: int, chunk: int,
                  aux: bool = True) -> TrainingArrays:
     """Stack every frame of every episode (images resized to ``image_size``)."""
-    prompts = sorted({ep.instruction for ep in episodes})
+    prompts, tasks = sorted({ep.instruction for ep in episodes}), sorted({ep.task for ep in episodes})
     with StateReplayer() as replayer:
         per_episode = [_episode_rows(ep, number, prompts, cameras, image_size, chunk, replayer if aux else None)
                        for number, ep in enumerate(episodes)]
+    for rows, ep in zip(per_episode, episodes):
+        rows["task"] = np.full(len(ep), tasks.index(ep.task))
     cat = {key: np.concatenate([rows[key] for rows in per_episode]) for key in per_episode[0]}
     return TrainingArrays(images={cam: cat[f"image/{cam}"] for cam in cameras}, proprio=cat["proprio"],
                           step=cat["step"].astype(np.int32), prompt_index=cat["prompt"].astype(np.int32),
                           prompts=prompts, actions=cat["actions"], action_mask=cat["mask"], aux=cat["aux"],
-                          aux_mask=cat["aux_mask"], episode=cat["episode"].astype(np.int32))
+                          aux_mask=cat["aux_mask"], episode=cat["episode"].astype(np.int32),
+                          task_index=cat["task"].astype(np.int32), tasks=tasks)
 
 
 def _episode_rows(ep: Episode, number: int, prompts: list[str], cameras: tuple[str, ...], image_size: int,

@@ -56,6 +56,8 @@ class TrainConfig:
     save_every: int = 2000
     #: torch threads (0: all cores)
     threads: int = 0
+    #: relative sampling weight of a task's frames (default 1 each), e.g. {StackThree: 2.0}
+    task_weights: dict[str, float] = field(default_factory=dict)
     #: continue from this checkpoint's weights and normalization (same network config); None: from scratch
     init_from: str | None = None
 
@@ -186,13 +188,14 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run = _wandb(config, out, wandb_mode)
     rng, history = np.random.default_rng(config.seed), []
+    sampling = _sampling_probabilities(data.arrays, train_rows, config.task_weights)
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
-                  "torch": torch.__version__}
+                  "torch": torch.__version__, "continued_from": _previous_stage(config.init_from)}
     bar = tqdm(range(config.steps), desc="train builtin VLA", unit="step", dynamic_ncols=True)
     for step in bar:
         for group in optimizer.param_groups:
             group["lr"] = _lr(config, step)
-        loss, parts = losses(model, data.batch(rng.choice(train_rows, config.batch_size), rng, True), config.aux_weight)
+        loss, parts = losses(model, data.batch(rng.choice(train_rows, config.batch_size, p=sampling), rng, True), config.aux_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -213,6 +216,27 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
                "final": history[-1] if history else {}}
     log.info("trained %d steps in %.0f s → %s", config.steps, summary["train_seconds"], out)
     return summary
+
+
+def _sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weights: dict[str, float]) -> np.ndarray:
+    """Per-row sampling probability: uniform over frames, scaled by each task's weight."""
+    unknown = sorted(set(task_weights) - set(arrays.tasks))
+    if unknown:
+        raise R2AInputError(f"task_weights names {unknown}, which the demos do not contain ({arrays.tasks})")
+    per_task = np.array([float(task_weights.get(task, 1.0)) for task in arrays.tasks])
+    weights = per_task[arrays.task_index[rows]]
+    return weights / weights.sum()
+
+
+def _previous_stage(init_from: str | None) -> dict[str, Any] | None:
+    """What the starting checkpoint was trained with, so a multi-stage training stays fully recorded."""
+    if not init_from:
+        return None
+    from r2a.vla.checkpoint import read_manifest
+
+    manifest = read_manifest(init_from)
+    return {"path": str(init_from), "train_config": manifest.get("train_config"),
+            "provenance": manifest.get("provenance")}
 
 
 def _initial_model(config: TrainConfig, data: Batches) -> VLANet:
