@@ -223,3 +223,15 @@ def test_task_weights_shift_the_sampling():
     assert np.isclose(p[arrays.task_index == arrays.tasks.index("Stack")].sum(), 0.75)
     with pytest.raises(R2AInputError, match="Stak"):
         _sampling_probabilities(arrays, rows, {"Stak": 2.0})
+
+
+def test_the_shipped_checkpoint_loads_and_acts():
+    """The committed checkpoint is what `--policy builtin` and the quickstart use without retraining."""
+    from r2a.vla.policy import BUILTIN_CHECKPOINT, BuiltinVLAPolicy
+
+    manifest = read_manifest(BUILTIN_CHECKPOINT)
+    assert manifest["version"] == 1 and len(manifest["prompts"]) == 4
+    assert (BUILTIN_CHECKPOINT / WEIGHTS).stat().st_size < 5_000_000
+    policy = BuiltinVLAPolicy()
+    actions = policy.infer({**_observation(64), "prompt": "pick up the red cube"})["actions"]
+    assert actions.shape == (16, 7) and np.isfinite(actions).all()

@@ -53,6 +53,9 @@ def save_checkpoint(ckpt: Checkpoint, out: str | Path) -> Path:
                     "action_space": ckpt.action_space, "n_action_steps": ckpt.n_action_steps,
                     "train_config": ckpt.train_config, "provenance": ckpt.provenance}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
+        for file in (tmp / WEIGHTS, tmp / MANIFEST):
+            file.chmod(0o644)
+        tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is meant to be shared
         if out.exists():
             shutil.rmtree(out)
         tmp.rename(out)
