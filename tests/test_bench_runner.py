@@ -116,7 +116,8 @@ def test_cli_bad_config_exits_2_without_output(tmp_path):
     assert not (tmp_path / "out").exists()
     done = subprocess.run([sys.executable, "-m", "r2a.cli", "bench", "run", "--config", str(SMOKE), "--policy",
                            "exprt", "--out", str(tmp_path / "out")], capture_output=True, text=True)
-    assert done.returncode == 2 and "unknown policy 'exprt'; valid policies: expert" in done.stderr
+    assert done.returncode == 2 and "unknown policy 'exprt'; valid policies:" in done.stderr
+    assert "expert (the task's scripted expert" in done.stderr
 
 
 @pytest.mark.slow

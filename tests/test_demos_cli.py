@@ -68,4 +68,4 @@ def test_info_on_bad_files(tmp_path):
 def test_top_level_help_and_unknown_group():
     assert r2a("--help").returncode == 0
     done = r2a("demoz")
-    assert done.returncode == 2 and "valid commands: demos, graph, bench" in done.stderr
+    assert done.returncode == 2 and "valid commands: demos, graph, policy, bench" in done.stderr
