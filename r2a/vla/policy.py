@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ import torch
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace, image_key
-from r2a.vla.checkpoint import load_checkpoint
+from r2a.vla.checkpoint import MANIFEST, WEIGHTS, Checkpoint, load_checkpoint
 from r2a.vla.features import proprio_vector, time_feature
 from r2a.vla.text import PromptEmbedder
 
@@ -30,7 +31,7 @@ class BuiltinVLAPolicy:
     def __init__(self, checkpoint: str | Path | None = None, threads: int | None = 1,
                  n_action_steps: int | None = None, temporal_ensemble: float | None = None) -> None:
         self.path = Path(checkpoint) if checkpoint else BUILTIN_CHECKPOINT
-        ckpt = load_checkpoint(self.path)
+        ckpt = _frozen_checkpoint(self.path)
         self.model, self.stats = ckpt.model, ckpt.stats
         self.config = ckpt.model.config
         self.action_space = ActionSpace.from_dict(ckpt.action_space)
@@ -80,6 +81,17 @@ class BuiltinVLAPolicy:
         text = self.embedder(str(_require(obs, PROMPT)))
         return (images, torch.from_numpy(proprio[None].astype(np.float32)),
                 torch.from_numpy(time_feature(np.array([[step]]))), torch.from_numpy(text[None]))
+
+
+def _frozen_checkpoint(path: Path) -> Checkpoint:
+    """The benchmark builds a policy per episode; the frozen weights are read once per process and file version."""
+    stamps = tuple((path / name).stat().st_mtime_ns if (path / name).exists() else 0 for name in (MANIFEST, WEIGHTS))
+    return _load_cached(str(path.resolve()), stamps)
+
+
+@lru_cache(maxsize=4)
+def _load_cached(path: str, stamps: tuple[int, int]) -> Checkpoint:
+    return load_checkpoint(path)
 
 
 def _require(obs: dict[str, Any], key: str) -> Any:
