@@ -20,6 +20,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     c.add_argument("--workers", type=int, default=1, help="parallel simulator processes")
     c.add_argument("--image-size", type=int, default=128, help="square camera resolution in pixels")
     c.add_argument("--cameras", nargs="*", default=list(CAMERAS), help="cameras to record (none: state only)")
+    c.add_argument("--perturb-noise", type=float, default=0.0,
+                   help="DART: std of a correlated offset on the executed position command (1 = 5 cm); "
+                        "the expert's action stays the label")
+    c.add_argument("--perturb-drop", type=float, default=0.0,
+                   help="DART: probability per episode of one forced gripper opening while holding an object")
     i = sub.add_parser("info", help="print a JSON summary of an HDF5 file or LeRobot v3 dataset")
     i.add_argument("path", type=Path)
     return parser
@@ -32,9 +37,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(summarize(args.path), indent=2))
         return 0
     from demos.collect import CollectConfig, collect
+    from demos.perturb import PerturbConfig
 
+    perturb = PerturbConfig(noise=args.perturb_noise, drop_prob=args.perturb_drop)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
-                                   workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras)))
+                                   workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
+                                   perturb=perturb))
     print(json.dumps({"out": str(result.path), "episodes": result.episodes, "successes": result.successes,
                       "success_rate": round(result.success_rate, 4), "frames": result.frames,
                       "seconds": round(result.seconds, 2), "steps_per_second": round(result.steps_per_second, 1)}))

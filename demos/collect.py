@@ -10,12 +10,13 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
 
+from demos.perturb import PerturbConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.types import CAMERAS, Episode
 
@@ -36,6 +37,8 @@ class CollectConfig:
     workers: int = 1
     image_size: int = 128
     cameras: tuple[str, ...] = CAMERAS
+    #: DART-style disturbance of the executed actions (labels stay the expert's); default: none
+    perturb: PerturbConfig = field(default_factory=PerturbConfig)
 
 
 @dataclass
@@ -55,19 +58,24 @@ class CollectResult:
         return self.frames / max(self.seconds, 1e-9)
 
 
-def _init_worker(task: str, image_size: int, cameras: tuple[str, ...]) -> None:
+def _init_worker(task: str, image_size: int, cameras: tuple[str, ...], perturb: PerturbConfig) -> None:
     from eval.envs.robosuite_env import SimConfig, SimEnv
 
     _WORKER["sim"] = SimEnv(SimConfig(task=task, image_size=image_size, cameras=cameras))
+    _WORKER["perturb"] = perturb
 
 
 def _record(args: tuple[int, int]) -> tuple[int, Episode]:
     from demos.experts.scripted import make_expert
+    from demos.perturb import ActionPerturbation
     from demos.rollout import run_episode
 
     index, seed = args
-    sim = _WORKER["sim"]
-    episode, _ = run_episode(sim, make_expert(sim), seed)
+    sim, config = _WORKER["sim"], _WORKER["perturb"]
+    perturbation = ActionPerturbation(config, seed) if config.active else None
+    episode, _ = run_episode(sim, make_expert(sim), seed, perturb=perturbation)
+    if perturbation is not None:
+        episode.meta["perturbation"] = perturbation.summary()
     return index, episode
 
 
@@ -103,7 +111,7 @@ class _InProcessPool:
     """The pool interface for ``workers=1``: no process start-up, easier debugging."""
 
     def __init__(self, config: CollectConfig) -> None:
-        _init_worker(config.task, config.image_size, config.cameras)
+        _init_worker(config.task, config.image_size, config.cameras, config.perturb)
 
     def imap_unordered(self, fn, jobs):
         return map(fn, jobs)
@@ -120,4 +128,4 @@ def _pool(config: CollectConfig):
         return _InProcessPool(config)
     ctx = mp.get_context("spawn")
     return ctx.Pool(config.workers, initializer=_init_worker,
-                    initargs=(config.task, config.image_size, config.cameras))
+                    initargs=(config.task, config.image_size, config.cameras, config.perturb))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 
@@ -56,13 +56,18 @@ class EpisodeHooks(Protocol):
         """Called once the episode is over, also on errors (restore the scene)."""
 
 
+#: ``perturb(action, step) -> executed action``; the policy's own action stays the recorded label (DART)
+Perturbation = Callable[[np.ndarray, int], np.ndarray]
+
+
 def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_steps: int | None = None,
-                max_steps: int | None = None, hooks: EpisodeHooks | None = None
-                ) -> tuple[Episode | None, dict[str, Any]]:
+                max_steps: int | None = None, hooks: EpisodeHooks | None = None,
+                perturb: Perturbation | None = None) -> tuple[Episode | None, dict[str, Any]]:
     """Roll ``policy`` out in ``sim`` from ``reset(seed)`` until success or the horizon.
 
     Returns the recorded episode (None when ``record`` is False) and a summary: success, steps, latched
     stages, the fingerprint of the initial state (taken before any hook changes the scene), the EE trace.
+    With ``perturb`` the simulator executes a disturbed action while the policy's action is recorded.
     """
     obs = sim.reset(seed)
     policy.reset()
@@ -70,15 +75,15 @@ def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_st
     try:
         if hooks is not None:
             obs = hooks.after_reset(sim) or obs
-        return _rollout(sim, policy, obs, seed, fingerprint, record, n_action_steps, max_steps, hooks)
+        return _rollout(sim, policy, obs, seed, fingerprint, record, n_action_steps, max_steps, hooks, perturb)
     finally:
         if hooks is not None:
             hooks.close()
 
 
 def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: str, record: bool,
-             n_action_steps: int | None, max_steps: int | None, hooks: EpisodeHooks | None
-             ) -> tuple[Episode | None, dict[str, Any]]:
+             n_action_steps: int | None, max_steps: int | None, hooks: EpisodeHooks | None,
+             perturb: Perturbation | None = None) -> tuple[Episode | None, dict[str, Any]]:
     recorder = EpisodeRecorder(tuple(c for c in CAMERAS if image_key(c) in obs))
     stages = dict.fromkeys(sim.task.stages, False)
     trace_pos, trace_grip = [sim.ee_pos()], [float(gripper_opening(sim.gripper_qpos()))]
@@ -90,10 +95,11 @@ def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: s
         action = sim.action_space.clip(broker.act(seen))
         if record:
             _record_step(recorder, sim, seen, action)
-        obs = sim.step(action)
+        executed = sim.action_space.clip(perturb(action, steps)) if perturb is not None else action
+        obs = sim.step(executed)
         steps += 1
         if hooks is not None:
-            hooks.after_step(sim, action)
+            hooks.after_step(sim, executed)
         flags, success = sim.evaluate()
         stages = {k: v or now for (k, v), now in zip(stages.items(), flags.values())}
         trace_pos.append(sim.ee_pos())

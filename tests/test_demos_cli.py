@@ -69,3 +69,10 @@ def test_top_level_help_and_unknown_group():
     assert r2a("--help").returncode == 0
     done = r2a("demoz")
     assert done.returncode == 2 and "valid commands: demos, graph, policy, bench" in done.stderr
+
+
+def test_bad_perturbation_is_a_one_line_error_and_writes_nothing(tmp_path):
+    out = tmp_path / "x.hdf5"
+    done = r2a("demos", "collect", "--task", "Lift", "--episodes", "1", "--perturb-noise", "-0.5", "--out", str(out))
+    assert done.returncode == 2 and "perturbation" in done.stderr and "noise >= 0" in done.stderr
+    assert not out.exists() and list(tmp_path.iterdir()) == []
