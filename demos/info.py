@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -29,5 +30,16 @@ def summarize(path: str | Path) -> dict[str, Any]:
         "cameras": cameras,
         "action_dim": int(episodes[0].actions.shape[1]),
         "env_args": episodes[0].meta.get("env_args", {}),
+        "perturbed": _perturbation_summary(episodes),
     }
+
+
+def _perturbation_summary(episodes) -> dict[str, Any]:
+    """How many episodes were recorded with a DART-style disturbance (``r2a demos collect --perturb-*``)."""
+    perturbed = [ep.meta["perturbation"] for ep in episodes if "perturbation" in ep.meta]
+    settings = {json.dumps({k: v for k, v in p.items() if k != "forced_drops_at"}, sort_keys=True)
+                for p in perturbed}
+    return {"episodes": len(perturbed),
+            "forced_drops": sum(len(p.get("forced_drops_at", [])) for p in perturbed),
+            "settings": [json.loads(text) for text in sorted(settings)]}
 

@@ -34,6 +34,7 @@ def test_collect_with_two_workers_then_info(tmp_path):
     assert summary["episodes"] == 3 and summary["successes"] == 3 and summary["frames"] == result["frames"]
     assert summary["tasks"] == {"Lift": 3} and summary["instructions"] == ["pick up the red cube"]
     assert summary["cameras"] == {"agentview": [32, 32, 3], "wrist": [32, 32, 3]}
+    assert summary["perturbed"] == {"episodes": 0, "forced_drops": 0, "settings": []}
 
 
 def test_same_seed_gives_the_same_demonstrations(tmp_path):

@@ -4,6 +4,7 @@ action is recorded as the label while the disturbed one is executed, and the exp
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 
 import h5py
 import numpy as np
@@ -63,6 +64,7 @@ def test_bad_configs_are_refused(bad):
 def test_perturbed_collection_records_expert_labels_and_recovers_from_a_drop(tmp_path):
     pytest.importorskip("robosuite")
     from demos.collect import CollectConfig, collect
+    from demos.info import summarize
 
     config = PerturbConfig(noise=0.3, drop_prob=1.0, drop_hazard=1.0, min_closed=12)
     out = tmp_path / "lift.hdf5"
@@ -75,5 +77,7 @@ def test_perturbed_collection_records_expert_labels_and_recovers_from_a_drop(tmp
         actions = demo["actions"][:]
     (drop,) = meta["perturbation"]["forced_drops_at"]
     assert np.all(actions[drop:drop + config.drop_steps, 6] == 1.0)  # labels: the expert still wanted it closed
-    positions = actions[:, :3]
-    assert np.abs(positions).max() <= 1.0 and len(actions) > 40
+    assert np.abs(actions).max() <= 1.0 and len(actions) > 40
+    perturbed = summarize(out)["perturbed"]
+    assert perturbed["episodes"] == 1 and perturbed["forced_drops"] == 1
+    assert perturbed["settings"] == [{**asdict(config)}]
