@@ -70,10 +70,8 @@ def build_arrays(episodes: list[Episode], cameras: tuple[str, ...], image_size: 
     """Stack every frame of every episode (images resized to ``image_size``)."""
     prompts, tasks = sorted({ep.instruction for ep in episodes}), sorted({ep.task for ep in episodes})
     with StateReplayer() as replayer:
-        per_episode = [_episode_rows(ep, number, prompts, cameras, image_size, chunk, replayer if aux else None)
-                       for number, ep in enumerate(episodes)]
-    for rows, ep in zip(per_episode, episodes):
-        rows["task"] = np.full(len(ep), tasks.index(ep.task))
+        per_episode = [_episode_rows(ep, number, prompts, tasks, cameras, image_size, chunk,
+                                     replayer if aux else None) for number, ep in enumerate(episodes)]
     cat = {key: np.concatenate([rows[key] for rows in per_episode]) for key in per_episode[0]}
     return TrainingArrays(images={cam: cat[f"image/{cam}"] for cam in cameras}, proprio=cat["proprio"],
                           step=cat["step"].astype(np.int32), prompt_index=cat["prompt"].astype(np.int32),
@@ -82,8 +80,8 @@ def build_arrays(episodes: list[Episode], cameras: tuple[str, ...], image_size: 
                           task_index=cat["task"].astype(np.int32), tasks=tasks)
 
 
-def _episode_rows(ep: Episode, number: int, prompts: list[str], cameras: tuple[str, ...], image_size: int,
-                  chunk: int, replayer: StateReplayer | None) -> dict[str, np.ndarray]:
+def _episode_rows(ep: Episode, number: int, prompts: list[str], tasks: list[str], cameras: tuple[str, ...],
+                  image_size: int, chunk: int, replayer: StateReplayer | None) -> dict[str, np.ndarray]:
     _check_cameras(ep, cameras, number)
     n = len(ep)
     rows = {f"image/{cam}": np.stack([resize_image(frame, (image_size, image_size)) for frame in ep.images[cam]])
@@ -94,7 +92,8 @@ def _episode_rows(ep: Episode, number: int, prompts: list[str], cameras: tuple[s
     else:
         rows["aux"] = rows["aux_mask"] = np.zeros((n, 3 * AUX_OBJECTS), np.float32)
     rows.update(proprio=proprio_vector(ep.ee_pos, ep.ee_quat, ep.gripper), step=np.arange(n),
-                prompt=np.full(n, prompts.index(ep.instruction)), episode=np.full(n, number))
+                prompt=np.full(n, prompts.index(ep.instruction)), episode=np.full(n, number),
+                task=np.full(n, tasks.index(ep.task)))
     return rows
 
 

@@ -21,7 +21,7 @@ from tqdm import tqdm
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
 from r2a_core.yaml_io import apply_overrides, check_fields, read_yaml_mapping
-from r2a.vla.checkpoint import Checkpoint, save_checkpoint
+from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
 from r2a.vla.data import TrainingArrays, build_arrays, load_training_episodes
 from r2a.vla.features import PROPRIO_DIM, time_feature
 from r2a.vla.model import VLANet, VLANetConfig
@@ -232,8 +232,6 @@ def _previous_stage(init_from: str | None) -> dict[str, Any] | None:
     """What the starting checkpoint was trained with, so a multi-stage training stays fully recorded."""
     if not init_from:
         return None
-    from r2a.vla.checkpoint import read_manifest
-
     manifest = read_manifest(init_from)
     return {"path": str(init_from), "train_config": manifest.get("train_config"),
             "provenance": manifest.get("provenance")}
@@ -243,8 +241,6 @@ def _initial_model(config: TrainConfig, data: Batches) -> VLANet:
     """A fresh network, or the weights of ``init_from`` (whose normalization then replaces the data's)."""
     model = VLANet(config.net_config())
     if config.init_from:
-        from r2a.vla.checkpoint import load_checkpoint
-
         start = load_checkpoint(config.init_from)
         if start.model.config != model.config:
             raise R2AInputError(f"init_from {config.init_from}: its network {start.model.config} differs from "
