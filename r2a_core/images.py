@@ -6,8 +6,13 @@ import numpy as np
 
 
 def resize_image(img: np.ndarray, size: tuple[int, int], method: str = "area") -> np.ndarray:
-    """Resize ``(H, W, C)`` to ``size`` = (H', W') with numpy only ("nearest" or "area" averaging)."""
+    """Resize ``(H, W, C)`` to ``size`` = (H', W') with numpy only ("nearest" or "area" averaging).
+
+    An image already of that size is returned as it is (not copied): both methods would reproduce it exactly.
+    """
     (h, w), (oh, ow) = img.shape[:2], size
+    if (h, w) == (oh, ow):
+        return img
     if method == "nearest":
         rows = np.minimum(((np.arange(oh) + 0.5) * h / oh).astype(int), h - 1)
         cols = np.minimum(((np.arange(ow) + 0.5) * w / ow).astype(int), w - 1)

@@ -235,3 +235,56 @@ def test_the_shipped_checkpoint_loads_and_acts():
     policy = BuiltinVLAPolicy()
     actions = policy.infer({**_observation(64), "prompt": "pick up the red cube"})["actions"]
     assert actions.shape == (16, 7) and np.isfinite(actions).all()
+
+
+def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
+    """Reading demo files in parallel processes gives exactly the arrays of reading them together."""
+    from demos.hdf5_io import write_hdf5
+    from r2a.vla.data import load_training_arrays, merge_arrays
+
+    lift = [make_episode(length=9, seed=0), make_episode(length=7, seed=2)]
+    stack = [make_episode(length=8, seed=4, task="Stack")]
+    whole = build_arrays(lift + stack, ("agentview", "wrist"), 16, 4, aux=False)
+    merged = merge_arrays([build_arrays(stack, ("agentview", "wrist"), 16, 4, aux=False),
+                           build_arrays(lift, ("agentview", "wrist"), 16, 4, aux=False)])
+    assert merged.prompts == whole.prompts and merged.tasks == whole.tasks
+    np.testing.assert_array_equal(merged.episode, [0] * 8 + [1] * 9 + [2] * 7)
+    stack_rows = merged.task_index == merged.tasks.index("Stack")
+    np.testing.assert_array_equal(merged.actions[stack_rows], whole.actions[whole.task_index == whole.tasks.index("Stack")])
+    assert {merged.prompts[i] for i in merged.prompt_index[stack_rows]} == {"do stack"}
+    files = [write_hdf5(tmp_path / "lift.hdf5", lift, env_args={"env_name": "Lift"}),
+             write_hdf5(tmp_path / "stack.hdf5", stack, env_args={"env_name": "Stack"})]
+    parallel, sources = load_training_arrays(files, ("agentview", "wrist"), 16, 4, aux=False, workers=2)
+    np.testing.assert_array_equal(parallel.actions, whole.actions)
+    np.testing.assert_array_equal(parallel.images["wrist"], whole.images["wrist"])
+    np.testing.assert_array_equal(parallel.episode, whole.episode)
+    assert [s["episodes"] for s in sources] == [2, 1]
+
+
+def test_time_limited_training_anneals_and_stops(tiny_checkpoint, tmp_path, monkeypatch):
+    """A time limit ends training with a saved, annealed checkpoint; stored prompt embeddings are reused."""
+    from demos.hdf5_io import write_hdf5
+    import r2a.vla.text as text
+
+    def no_sentence_model():
+        raise AssertionError("the sentence model must not be loaded for a prompt the checkpoint knows")
+
+    monkeypatch.setattr(text, "_load_minilm", no_sentence_model)
+    demos = write_hdf5(tmp_path / "d.hdf5", [make_episode(length=9, seed=0)], env_args={"env_name": "Lift"})
+    config = TrainConfig.from_yaml(None, TINY + ["steps=100000", "time_limit_s=0.000001", "holdout_every=0",
+                                                 f"prompts_from={tiny_checkpoint}", "device=cpu"])
+    summary = train_policy(config, [demos], tmp_path / "timed")
+    assert summary["steps"] == config.warmup_steps + 1
+    history = read_manifest(tmp_path / "timed")["provenance"]["history"]
+    assert history[-1]["lr"] == pytest.approx(1e-5) and read_manifest(tmp_path / "timed")["provenance"]["device"] == "cpu"
+
+
+def test_training_device_names_are_checked():
+    from r2a.vla.train import training_device
+
+    assert training_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(R2AInputError, match="not a torch device"):
+        training_device("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(R2AInputError, match="no CUDA"):
+            training_device("cuda")

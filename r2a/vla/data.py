@@ -9,7 +9,10 @@ without states simply carry no auxiliary target.
 from __future__ import annotations
 
 import logging
+import os
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from multiprocessing import get_context
 from pathlib import Path
 
 import numpy as np
@@ -119,3 +122,46 @@ def load_training_episodes(paths: list[str | Path]) -> tuple[list[Episode], list
                         "skipped_failures": len(loaded) - len(kept), "frames": int(sum(len(e) for e in kept))})
         log.info("%s: %d episodes, %d frames", path, len(kept), sources[-1]["frames"])
     return episodes, sources
+
+
+def load_training_arrays(paths: list[str | Path], cameras: tuple[str, ...], image_size: int, chunk: int,
+                         aux: bool = True, workers: int = 0) -> tuple[TrainingArrays, list[dict]]:
+    """Every source's successful episodes as one set of arrays, the sources read by parallel processes.
+
+    Identical to ``build_arrays`` over the concatenated episodes (episodes keep their global numbering), but
+    decoding images and replaying states for the auxiliary targets of many files no longer runs on one core.
+    """
+    jobs = [(str(path), cameras, image_size, chunk, aux) for path in paths]
+    workers = min(len(jobs), workers or os.cpu_count() or 1)
+    if workers > 1:
+        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+            parts = list(pool.map(_source_arrays, jobs))
+    else:
+        parts = [_source_arrays(job) for job in jobs]
+    return merge_arrays([arrays for arrays, _ in parts]), [source for _, source in parts]
+
+
+def _source_arrays(job: tuple) -> tuple[TrainingArrays, dict]:
+    path, cameras, image_size, chunk, aux = job
+    episodes, sources = load_training_episodes([path])
+    return build_arrays(episodes, cameras, image_size, chunk, aux=aux), sources[0]
+
+
+def merge_arrays(parts: list[TrainingArrays]) -> TrainingArrays:
+    """Concatenate arrays built separately: prompt and task indices re-mapped, episodes renumbered in order."""
+    prompts = sorted({p for part in parts for p in part.prompts})
+    tasks = sorted({t for part in parts for t in part.tasks})
+    offsets = np.cumsum([0] + [int(part.episode.max()) + 1 for part in parts[:-1]])
+
+    def cat(get) -> np.ndarray:
+        return np.concatenate([get(part) for part in parts])
+
+    return TrainingArrays(
+        images={cam: cat(lambda part, cam=cam: part.images[cam]) for cam in parts[0].images},
+        proprio=cat(lambda part: part.proprio), step=cat(lambda part: part.step),
+        prompt_index=cat(lambda part: np.array([prompts.index(p) for p in part.prompts], np.int32)[part.prompt_index]),
+        prompts=prompts, actions=cat(lambda part: part.actions), action_mask=cat(lambda part: part.action_mask),
+        aux=cat(lambda part: part.aux), aux_mask=cat(lambda part: part.aux_mask),
+        episode=np.concatenate([part.episode + offset for part, offset in zip(parts, offsets)]).astype(np.int32),
+        task_index=cat(lambda part: np.array([tasks.index(t) for t in part.tasks], np.int32)[part.task_index]),
+        tasks=tasks)

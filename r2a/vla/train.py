@@ -22,7 +22,7 @@ from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
 from r2a_core.yaml_io import apply_overrides, check_fields, read_yaml_mapping
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
-from r2a.vla.data import TrainingArrays, build_arrays, load_training_episodes
+from r2a.vla.data import TrainingArrays, load_training_arrays
 from r2a.vla.features import PROPRIO_DIM, time_feature
 from r2a.vla.model import VLANet, VLANetConfig
 from r2a.vla.text import PromptEmbedder
@@ -60,6 +60,16 @@ class TrainConfig:
     task_weights: dict[str, float] = field(default_factory=dict)
     #: continue from this checkpoint's weights and normalization (same network config); None: from scratch
     init_from: str | None = None
+    #: reuse the prompt embeddings stored in this checkpoint (init_from's are always reused), so a machine
+    #: without the sentence model (the 'vla' extra) can train on the same instructions
+    prompts_from: str | None = None
+    #: processes that read the demo files in parallel (0: one per file, at most one per core)
+    load_workers: int = 0
+    #: "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:1", ...
+    device: str = "auto"
+    #: stop after this many seconds of optimization (0: no limit); the learning-rate schedule then runs on
+    #: whichever of steps and time is further along, so a time-bounded run still anneals
+    time_limit_s: float = 0.0
 
     @classmethod
     def from_yaml(cls, path: str | Path | None, overrides: list[str] | None = None) -> "TrainConfig":
@@ -79,38 +89,51 @@ class TrainConfig:
 
 @dataclass
 class Batches:
-    """Normalized training tensors plus the sampling of (augmented) minibatches."""
+    """Normalized training tensors (on the training device) plus the sampling of (augmented) minibatches."""
 
     arrays: TrainingArrays
     stats: dict[str, np.ndarray]
     text: torch.Tensor  # (num_prompts, 384)
     shift_pixels: int
+    device: torch.device = torch.device("cpu")
+    tensors: dict[str, torch.Tensor] = field(default_factory=dict)
+
+    def materialize(self, device: torch.device) -> None:
+        """Normalize once with the final statistics and move everything to ``device`` (images stay uint8)."""
+        a, s = self.arrays, self.stats
+        host = {"proprio": (a.proprio - s["proprio_mean"]) / s["proprio_std"], "time": time_feature(a.step)[:, None],
+                "prompt": a.prompt_index.astype(np.int64), "actions": (a.actions - s["action_mean"]) / s["action_std"],
+                "mask": a.action_mask, "aux": a.aux * 10.0, "aux_mask": a.aux_mask,
+                **{f"image/{cam}": frames for cam, frames in a.images.items()}}
+        self.device = device
+        self.tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in host.items()}
+        self.text = self.text.to(device)
 
     def batch(self, index: np.ndarray, rng: np.random.Generator, augment: bool) -> dict[str, Any]:
-        a, s = self.arrays, self.stats
-        images = {cam: self._images(frames[index], rng, augment) for cam, frames in a.images.items()}
-        return {"images": images,
-                "proprio": torch.from_numpy((a.proprio[index] - s["proprio_mean"]) / s["proprio_std"]),
-                "time": torch.from_numpy(time_feature(a.step[index])[:, None]),
-                "text": self.text[torch.from_numpy(a.prompt_index[index]).long()],
-                "actions": torch.from_numpy((a.actions[index] - s["action_mean"]) / s["action_std"]),
-                "mask": torch.from_numpy(a.action_mask[index]),
-                "aux": torch.from_numpy(a.aux[index] * 10.0), "aux_mask": torch.from_numpy(a.aux_mask[index])}
+        if not self.tensors:
+            self.materialize(self.device)
+        rows = torch.from_numpy(np.asarray(index, np.int64)).to(self.device)
+        t = {k: v[rows] for k, v in self.tensors.items()}
+        images = {cam: self._images(t[f"image/{cam}"], rng, augment) for cam in self.arrays.images}
+        return {"images": images, "proprio": t["proprio"], "time": t["time"], "text": self.text[t["prompt"]],
+                "actions": t["actions"], "mask": t["mask"], "aux": t["aux"], "aux_mask": t["aux_mask"]}
 
-    def _images(self, frames: np.ndarray, rng: np.random.Generator, augment: bool) -> torch.Tensor:
-        x = torch.from_numpy(frames).permute(0, 3, 1, 2).float().div_(255.0)
+    def _images(self, frames: torch.Tensor, rng: np.random.Generator, augment: bool) -> torch.Tensor:
+        x = frames.permute(0, 3, 1, 2).float().div_(255.0)
         return random_shift(x, self.shift_pixels, rng) if augment and self.shift_pixels else x
 
 
 def random_shift(images: torch.Tensor, pad: int, rng: np.random.Generator) -> torch.Tensor:
     """Translate each image by up to ``pad`` pixels (replicate-padded crop), DrQ's augmentation."""
     b, _, h, w = images.shape
+    device = images.device
     padded = F.pad(images, (pad, pad, pad, pad), mode="replicate")
-    oy = torch.from_numpy(rng.integers(0, 2 * pad + 1, b))
-    ox = torch.from_numpy(rng.integers(0, 2 * pad + 1, b))
-    rows = (oy[:, None] + torch.arange(h))[:, :, None]
-    cols = (ox[:, None] + torch.arange(w))[:, None, :]
-    return padded[torch.arange(b)[:, None, None], :, rows, cols].permute(0, 3, 1, 2).contiguous()
+    oy = torch.from_numpy(rng.integers(0, 2 * pad + 1, b)).to(device)
+    ox = torch.from_numpy(rng.integers(0, 2 * pad + 1, b)).to(device)
+    rows = (oy[:, None] + torch.arange(h, device=device))[:, :, None]
+    cols = (ox[:, None] + torch.arange(w, device=device))[:, None, :]
+    batch = torch.arange(b, device=device)[:, None, None]
+    return padded[batch, :, rows, cols].permute(0, 3, 1, 2).contiguous()
 
 
 def normalization_stats(arrays: TrainingArrays) -> dict[str, np.ndarray]:
@@ -130,19 +153,27 @@ def losses(model: VLANet, batch: dict[str, Any], aux_weight: float) -> tuple[tor
     return total, {"loss": total.item(), "action_l1": action_l1.item(), "aux": aux_loss.item()}
 
 
-def _lr(config: TrainConfig, step: int) -> float:
+def _progress(config: TrainConfig, step: int, elapsed_s: float) -> float:
+    """Fraction of the post-warmup schedule done: by steps, or by time when a time limit is further along."""
+    by_steps = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+    by_time = elapsed_s / config.time_limit_s if config.time_limit_s > 0 else 0.0
+    return min(1.0, max(by_steps, by_time))
+
+
+def _lr(config: TrainConfig, step: int, elapsed_s: float = 0.0) -> float:
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-    return 1e-5 + (config.lr - 1e-5) * 0.5 * (1 + math.cos(math.pi * min(progress, 1.0)))
+    progress = _progress(config, step, elapsed_s)
+    return 1e-5 + (config.lr - 1e-5) * 0.5 * (1 + math.cos(math.pi * progress))
 
 
 def _update_ema(ema: VLANet, model: VLANet, decay: float) -> None:
     with torch.no_grad():
-        for e, p in zip(ema.state_dict().values(), model.state_dict().values()):
-            if e.dtype.is_floating_point:
-                e.mul_(decay).add_(p, alpha=1 - decay)
-            else:
+        pairs = [(e, p) for e, p in zip(ema.state_dict().values(), model.state_dict().values())]
+        floats = [(e, p) for e, p in pairs if e.dtype.is_floating_point]
+        torch._foreach_lerp_([e for e, _ in floats], [p for _, p in floats], 1.0 - decay)
+        for e, p in pairs:
+            if not e.dtype.is_floating_point:
                 e.copy_(p)
 
 
@@ -164,9 +195,9 @@ def _validation_loss(model: VLANet, data: Batches, rows: np.ndarray, aux_weight:
 def prepare_data(config: TrainConfig, demo_paths: list[str | Path]) -> tuple[Batches, np.ndarray, np.ndarray,
                                                                               dict[str, np.ndarray], list[dict]]:
     """Load demos, build arrays, embed prompts, split train/held-out episodes, compute normalization."""
-    episodes, sources = load_training_episodes(demo_paths)
-    arrays = build_arrays(episodes, tuple(config.cameras), config.image_size, config.chunk, aux=config.aux_weight > 0)
-    embedder = PromptEmbedder()
+    arrays, sources = load_training_arrays(demo_paths, tuple(config.cameras), config.image_size, config.chunk,
+                                           aux=config.aux_weight > 0, workers=config.load_workers)
+    embedder = PromptEmbedder(_stored_prompts(config))
     text = torch.from_numpy(embedder.embed_many(arrays.prompts))
     held_out = (arrays.episode % config.holdout_every == config.holdout_every - 1) if config.holdout_every else \
         np.zeros(len(arrays), bool)
@@ -175,46 +206,79 @@ def prepare_data(config: TrainConfig, demo_paths: list[str | Path]) -> tuple[Bat
     return Batches(arrays, stats, text, config.shift_pixels), train_rows, val_rows, embedder.cache, sources
 
 
+def _stored_prompts(config: TrainConfig) -> dict[str, np.ndarray]:
+    """Prompt embeddings already computed by earlier checkpoints (init_from, prompts_from)."""
+    stored: dict[str, np.ndarray] = {}
+    for path in (config.prompts_from, config.init_from):
+        if path:
+            stored.update({p: np.asarray(v, np.float32) for p, v in read_manifest(path)["prompts"].items()})
+    return stored
+
+
+def training_device(name: str) -> torch.device:
+    """``auto`` → the first CUDA device when torch sees one, else the CPU; anything else as torch spells it."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError as err:
+        raise R2AInputError(f"device {name!r} is not a torch device ({err})") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise R2AInputError(f"device {name!r}: this torch ({torch.__version__}) sees no CUDA device")
+    return device
+
+
 def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | Path,
                  wandb_mode: str | None = None) -> dict[str, Any]:
     """Train, saving the EMA weights to ``out`` every ``save_every`` steps and at the end; returns a summary."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads or os.cpu_count() or 1)
+    device = training_device(config.device)
+    torch.backends.cudnn.benchmark = device.type == "cuda"  # fixed input shapes: pick the fastest kernels once
     started = time.time()
     data, train_rows, val_rows, prompts, sources = prepare_data(config, demo_paths)
-    log.info("training on %d frames (%d held out) from %d prompts", len(train_rows), len(val_rows), len(prompts))
-    model = _initial_model(config, data)
+    log.info("training on %d frames (%d held out) from %d prompts, on %s", len(train_rows), len(val_rows),
+             len(prompts), device)
+    model = _initial_model(config, data).to(device)
+    data.materialize(device)
     ema = copy.deepcopy(model).eval()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run = _wandb(config, out, wandb_mode)
     rng, history = np.random.default_rng(config.seed), []
     sampling = _sampling_probabilities(data.arrays, train_rows, config.task_weights)
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
-                  "torch": torch.__version__, "continued_from": _previous_stage(config.init_from)}
+                  "torch": torch.__version__, "device": str(device), "continued_from": _previous_stage(config.init_from)}
+    optimizing_since, step = time.time(), 0
     bar = tqdm(range(config.steps), desc="train builtin VLA", unit="step", dynamic_ncols=True)
     for step in bar:
+        elapsed = time.time() - optimizing_since
+        lr = _lr(config, step, elapsed)
         for group in optimizer.param_groups:
-            group["lr"] = _lr(config, step)
+            group["lr"] = lr
         loss, parts = losses(model, data.batch(rng.choice(train_rows, config.batch_size, p=sampling), rng, True), config.aux_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
         optimizer.step()
         _update_ema(ema, model, config.ema_decay if step > config.warmup_steps else 0.0)
-        if (step + 1) % config.log_every == 0 or step + 1 == config.steps:
-            row = {"step": step + 1, "lr": _lr(config, step), **parts, "elapsed_s": round(time.time() - started, 1)}
-            if (step + 1) % config.save_every == 0 or step + 1 == config.steps:
+        last = step + 1 == config.steps or (step >= config.warmup_steps and _progress(config, step, elapsed) >= 1.0)
+        if (step + 1) % config.log_every == 0 or last:
+            row = {"step": step + 1, "lr": lr, **parts, "elapsed_s": round(time.time() - started, 1)}
+            if (step + 1) % config.save_every == 0 or last:
                 row.update(_validation_loss(ema, data, val_rows, config.aux_weight))
                 _save(ema, data, prompts, config, provenance, history + [row], out)
             history.append(row)
             bar.set_postfix(loss=f"{parts['loss']:.3f}", l1=f"{parts['action_l1']:.3f}")
             if run is not None:
                 run.log(row, step=step + 1)
+        if last:
+            break
+    bar.close()
     if run is not None:
         run.finish()
-    summary = {"out": str(out), "steps": config.steps, "train_seconds": round(time.time() - started, 1),
+    summary = {"out": str(out), "steps": step + 1, "train_seconds": round(time.time() - started, 1),
                "final": history[-1] if history else {}}
-    log.info("trained %d steps in %.0f s → %s", config.steps, summary["train_seconds"], out)
+    log.info("trained %d steps in %.0f s → %s", step + 1, summary["train_seconds"], out)
     return summary
 
 
