@@ -39,6 +39,11 @@ collect_stream() {
 echo "[$(date +%T)] smoke: one Stack episode"
 "$R2A" demos collect --task Stack --episodes 1 --workers 1 --image-size "$IMAGE_SIZE" --seed 100000 \
   --out "$CKPTS/smoke_Stack_s100000.hdf5"
+echo "[$(date +%T)] smoke: three training steps on it"
+# shellcheck disable=SC2086
+"$R2A" policy train $BASE --set steps=3 --set time_limit_s=0 --set warmup_steps=1 --set holdout_every=0 \
+  --set prompts_from=r2a/assets/builtin_vla --demos "$CKPTS/smoke_Stack_s100000.hdf5" --out "$DATA/smoke_checkpoint" \
+  >"$DATA/logs/smoke_train.log" 2>&1 || { tail -20 "$DATA/logs/smoke_train.log"; exit 1; }
 
 echo "[$(date +%T)] collecting for ${COLLECT_S}s: $PLAN"
 stream=0
@@ -53,6 +58,7 @@ done
 wait || true
 find "$DATA" -name '.*.tmp' -delete
 echo "[$(date +%T)] collected $(ls "$DATA"/*.hdf5 | wc -l) files"
+grep -h '^{"out"' "$DATA"/logs/*.log || true
 
 echo "[$(date +%T)] training for ${TRAIN_S}s each"
 pids=()
