@@ -259,6 +259,11 @@ def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
     np.testing.assert_array_equal(parallel.images["wrist"], whole.images["wrist"])
     np.testing.assert_array_equal(parallel.episode, whole.episode)
     assert [s["episodes"] for s in sources] == [2, 1]
+    failed = write_hdf5(tmp_path / "failed.hdf5", [make_episode(length=6, seed=1)], env_args={"env_name": "Lift"})
+    with_failed, sources = load_training_arrays(files + [failed], ("agentview", "wrist"), 16, 4, aux=False, workers=1)
+    assert len(with_failed) == len(whole) and sources[-1]["skipped_failures"] == 1  # a failed file adds nothing
+    with pytest.raises(R2AInputError, match="no successful episodes"):
+        load_training_arrays([failed], ("agentview", "wrist"), 16, 4, aux=False)
 
 
 def test_time_limited_training_anneals_and_stops(tiny_checkpoint, tmp_path, monkeypatch):

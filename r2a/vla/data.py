@@ -109,19 +109,28 @@ def _check_cameras(ep: Episode, cameras: tuple[str, ...], number: int) -> None:
 
 def load_training_episodes(paths: list[str | Path]) -> tuple[list[Episode], list[dict]]:
     """Successful episodes of every source, and a provenance record (path, sha256, counts) per source."""
-    from demos.dataset import load_episodes, source_fingerprint
-
     episodes, sources = [], []
     for path in paths:
-        loaded = load_episodes(path, load_images=True)
-        kept = [ep for ep in loaded if ep.success]
-        if not kept:
-            raise R2AInputError(f"{path}: no successful episodes to learn from")
+        kept, source = _successful_episodes(path)
         episodes += kept
-        sources.append({"path": str(path), "sha256": source_fingerprint(path), "episodes": len(kept),
-                        "skipped_failures": len(loaded) - len(kept), "frames": int(sum(len(e) for e in kept))})
-        log.info("%s: %d episodes, %d frames", path, len(kept), sources[-1]["frames"])
+        sources.append(source)
+    if not episodes:
+        raise R2AInputError(f"{', '.join(map(str, paths))}: no successful episodes to learn from")
     return episodes, sources
+
+
+def _successful_episodes(path: str | Path) -> tuple[list[Episode], dict]:
+    """One source's successful episodes and its provenance; a source without any only earns a warning."""
+    from demos.dataset import load_episodes, source_fingerprint
+
+    loaded = load_episodes(path, load_images=True)
+    kept = [ep for ep in loaded if ep.success]
+    source = {"path": str(path), "sha256": source_fingerprint(path), "episodes": len(kept),
+              "skipped_failures": len(loaded) - len(kept), "frames": int(sum(len(e) for e in kept))}
+    log.info("%s: %d episodes, %d frames", path, len(kept), source["frames"])
+    if not kept:
+        log.warning("%s: no successful episodes, nothing to learn from it", path)
+    return kept, source
 
 
 def load_training_arrays(paths: list[str | Path], cameras: tuple[str, ...], image_size: int, chunk: int,
@@ -138,13 +147,17 @@ def load_training_arrays(paths: list[str | Path], cameras: tuple[str, ...], imag
             parts = list(pool.map(_source_arrays, jobs))
     else:
         parts = [_source_arrays(job) for job in jobs]
-    return merge_arrays([arrays for arrays, _ in parts]), [source for _, source in parts]
+    built = [arrays for arrays, _ in parts if arrays is not None]
+    if not built:
+        raise R2AInputError(f"{', '.join(map(str, paths))}: no successful episodes to learn from")
+    return merge_arrays(built), [source for _, source in parts]
 
 
-def _source_arrays(job: tuple) -> tuple[TrainingArrays, dict]:
+def _source_arrays(job: tuple) -> tuple[TrainingArrays | None, dict]:
+    """One file's arrays (None when none of its episodes succeeded: such a file just contributes nothing)."""
     path, cameras, image_size, chunk, aux = job
-    episodes, sources = load_training_episodes([path])
-    return build_arrays(episodes, cameras, image_size, chunk, aux=aux), sources[0]
+    kept, source = _successful_episodes(path)
+    return (build_arrays(kept, cameras, image_size, chunk, aux=aux) if kept else None), source
 
 
 def merge_arrays(parts: list[TrainingArrays]) -> TrainingArrays:
