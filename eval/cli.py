@@ -1,4 +1,6 @@
-"""``r2a bench``: performance benchmarks (the shift benchmark's commands join this group).
+"""``r2a bench``: the shift benchmark (run, compare, report) and performance benchmarks.
+
+``r2a bench compare A_DIR B_DIR`` — two results directories paired episode by episode (:mod:`eval.compare`).
 
 ``r2a bench perf graph [--sizes 10000 100000 1000000]`` — graph-builder scale benchmark
 (:mod:`eval.perf.graph_scale`).
@@ -16,7 +18,7 @@ from pathlib import Path
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,report,perf}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,compare,report,perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
                                        "appended to OUT/results.jsonl as they finish, and a rerun resumes.")
@@ -30,6 +32,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="override a config field (repeatable), e.g. --set episodes=5")
     run_p.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
                        help="log the summary to Weights & Biases (offline by default when enabled)")
+    compare = sub.add_parser("compare", help="pair two results directories episode by episode (McNemar per cell)",
+                             description="Join A/results.jsonl and B/results.jsonl on (task, factor, level, "
+                                         "episode) where seed and initial state agree; print success rates, "
+                                         "discordant pairs and exact McNemar p per cell and pooled.")
+    compare.add_argument("a", type=Path, metavar="A_DIR")
+    compare.add_argument("b", type=Path, metavar="B_DIR")
+    compare.add_argument("--policy-a", help="policy of A to compare (needed when A holds several)")
+    compare.add_argument("--policy-b", help="policy of B to compare (needed when B holds several)")
+    compare.add_argument("--json", type=Path, metavar="PATH", help="also write the comparison as JSON")
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
     perf = sub.add_parser("perf", help="performance benchmarks")
@@ -71,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return _bench_run(args)
     if args.command == "report":
         return _bench_report(args)
+    if args.command == "compare":
+        return _bench_compare(args)
     if args.command == "perf" and args.perf_command == "graph":
         return _perf_graph(args)
     if args.command == "perf" and args.perf_command == "policy":
@@ -121,6 +134,16 @@ def _bench_run(args: argparse.Namespace) -> int:
 
         log_summary(summary, config, mode=args.wandb, out_dir=args.out)
     _print_headline(summary, args.out)
+    return 0
+
+
+def _bench_compare(args: argparse.Namespace) -> int:
+    from eval.compare import compare_runs, comparison_markdown
+
+    result = compare_runs(args.a, args.b, args.policy_a, args.policy_b)
+    if args.json:
+        _write_json_atomic(args.json, result)
+    print(comparison_markdown(result), end="")
     return 0
 
 

@@ -1,0 +1,97 @@
+"""Paired comparison of two benchmark runs made separately — e.g. two checkpoints of a policy evaluated on
+different days, or R2A run after its baseline — joined episode by episode.
+
+``r2a bench run --policy A --policy B`` already pairs policies run together; this joins two results
+directories on (task, factor, level, episode), keeps only pairs whose environment seed and initial-state
+fingerprint agree (the same episode, not just the same number), and reports per cell the success rates,
+the discordant pairs and the exact McNemar p-value.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from eval.report import load_records
+from eval.stats import mcnemar_exact, transitions, wilson_interval
+from r2a_core.errors import R2AInputError
+
+log = logging.getLogger(__name__)
+Cell = tuple[str, str, int]  # task, factor, level
+
+
+def compare_runs(a_dir: str | Path, b_dir: str | Path, policy_a: str | None = None,
+                 policy_b: str | None = None) -> dict[str, Any]:
+    """Per (task, factor, level) and pooled: n, both success rates, S→F / F→S from A to B, McNemar p."""
+    a = _policy_records(Path(a_dir), policy_a)
+    b = _policy_records(Path(b_dir), policy_b)
+    cells: dict[Cell, list[tuple[bool, bool]]] = defaultdict(list)
+    mismatched = 0
+    for key, rec_a in a.items():
+        rec_b = b.get(key)
+        if rec_b is None or rec_a.get("error") or rec_b.get("error"):
+            continue
+        if not _same_episode(rec_a, rec_b):
+            mismatched += 1
+            continue
+        cells[key[:3]].append((bool(rec_a["success"]), bool(rec_b["success"])))
+    rows = [_row(task, factor, level, outcomes) for (task, factor, level), outcomes in sorted(cells.items())]
+    if len(rows) > 1:
+        rows.append(_row("all", "all", -1, [o for outcomes in cells.values() for o in outcomes]))
+    paired = sum(len(v) for v in cells.values())
+    if mismatched:
+        log.warning("%d episode(s) share a number but not the seed or initial state; left out", mismatched)
+    return {"a": str(a_dir), "b": str(b_dir), "paired": paired, "mismatched": mismatched,
+            "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a)), "rows": rows}
+
+
+def _policy_records(run_dir: Path, policy: str | None) -> dict[tuple[str, str, int, int], dict[str, Any]]:
+    results = run_dir / "results.jsonl"
+    if not results.is_file():
+        raise R2AInputError(f"{run_dir}: no results.jsonl (not a benchmark results directory)")
+    records = load_records(results)
+    policies = sorted({str(r["policy"]) for r in records})
+    if policy is None and len(policies) == 1:
+        policy = policies[0]
+    if policy not in policies:
+        raise R2AInputError(f"{results}: choose the policy to compare ({'unknown ' + repr(policy) + '; ' if policy else ''}"
+                            f"it holds {policies})")
+    return {(str(r["task"]), str(r["factor"]), int(r["level"]), int(r["episode"])): r
+            for r in records if r["policy"] == policy}
+
+
+def _same_episode(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    if a.get("env_seed") != b.get("env_seed"):
+        return False
+    fa, fb = a.get("fingerprint"), b.get("fingerprint")
+    return fa is None or fb is None or fa == fb
+
+
+def _row(task: str, factor: str, level: int, outcomes: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
+    a = [x for x, _ in outcomes]
+    b = [y for _, y in outcomes]
+    moved = transitions(a, b)
+    n = len(outcomes)
+    return {"task": task, "factor": factor, "level": level, "n": n,
+            "sr_a": sum(a) / n, "ci_a": list(wilson_interval(sum(a), n)),
+            "sr_b": sum(b) / n, "ci_b": list(wilson_interval(sum(b), n)),
+            "S->F": moved["S->F"], "F->S": moved["F->S"], "mcnemar_p": mcnemar_exact(moved["S->F"], moved["F->S"])}
+
+
+def comparison_markdown(result: Mapping[str, Any]) -> str:
+    """The comparison as a Markdown table (A = first directory, B = second)."""
+    lines = [f"A = {result['a']}, B = {result['b']}: {result['paired']} paired episodes "
+             f"({result['mismatched']} mismatched, {result['only_in_a']} only in A, {result['only_in_b']} only in B)",
+             "", "| task | factor | level | n | SR A [95 % CI] | SR B [95 % CI] | A→B S→F / F→S | McNemar p |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in result["rows"]:
+        level = "" if r["level"] < 0 else r["level"]
+        lines.append(f"| {r['task']} | {r['factor']} | {level} | {r['n']} | {_sr(r['sr_a'], r['ci_a'])} | "
+                     f"{_sr(r['sr_b'], r['ci_b'])} | {r['S->F']} / {r['F->S']} | {r['mcnemar_p']:.3f} |")
+    return "\n".join(lines) + "\n"
+
+
+def _sr(sr: float, ci: Sequence[float]) -> str:
+    return f"{sr:.2f} [{ci[0]:.2f}, {ci[1]:.2f}]"

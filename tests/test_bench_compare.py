@@ -1,0 +1,62 @@
+"""``r2a bench compare``: two results directories paired episode by episode."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from eval.compare import compare_runs, comparison_markdown
+from r2a_core.errors import R2AInputError
+from tests.test_bench_report import record
+
+
+def _write(run_dir: Path, records: list[dict]) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    return run_dir
+
+
+def test_pairs_by_episode_and_counts_discordant_pairs(tmp_path):
+    old = [record("builtin:old", "Stack", "clean", 0, i, success=i < 3) for i in range(10)]
+    new = [record("builtin:new", "Stack", "clean", 0, i, success=i in (0, 4, 5, 6, 7, 8)) for i in range(10)]
+    new += [record("builtin:new", "Lift", "clean", 0, 0, success=True)]  # nothing to pair it with
+    result = compare_runs(_write(tmp_path / "a", old), _write(tmp_path / "b", new))
+    (row,) = result["rows"]
+    assert (row["n"], row["sr_a"], row["sr_b"], row["S->F"], row["F->S"]) == (10, 0.3, 0.6, 2, 5)
+    assert row["mcnemar_p"] == pytest.approx(0.453125)  # 2·P(X ≤ 2), X ~ Bin(7, 1/2)
+    assert result["only_in_b"] == 1 and result["paired"] == 10
+    assert "| Stack | clean | 0 | 10 | 0.30 [" in comparison_markdown(result)
+
+
+def test_episodes_with_another_seed_or_start_are_not_paired(tmp_path):
+    a = [record("p", "Lift", "clean", 0, i, success=True) for i in range(3)]
+    b = [record("p", "Lift", "clean", 0, 0, success=False, env_seed=5),
+         record("p", "Lift", "clean", 0, 1, success=False, fingerprint="other"),
+         record("p", "Lift", "clean", 0, 2, success=False)]
+    result = compare_runs(_write(tmp_path / "a", a), _write(tmp_path / "b", b))
+    assert result["paired"] == 1 and result["mismatched"] == 2
+
+
+def test_a_directory_of_several_policies_needs_a_choice(tmp_path):
+    both = [record(p, "Lift", "clean", 0, 0, success=True) for p in ("base", "r2a")]
+    a = _write(tmp_path / "a", both)
+    with pytest.raises(R2AInputError, match=r"choose the policy.*\['base', 'r2a'\]"):
+        compare_runs(a, a)
+    result = compare_runs(a, a, policy_a="base", policy_b="r2a")
+    assert result["rows"][0]["sr_a"] == 1.0
+    with pytest.raises(R2AInputError, match="unknown 'r3a'"):
+        compare_runs(a, a, policy_a="r3a", policy_b="r2a")
+    with pytest.raises(R2AInputError, match="no results.jsonl"):
+        compare_runs(tmp_path / "missing", a)
+
+
+def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
+    from r2a.cli import main
+
+    runs = [_write(tmp_path / name, [record(name, "Lift", "clean", 0, i, success=True) for i in range(2)])
+            for name in ("a", "b")]
+    assert main(["bench", "compare", str(runs[0]), str(runs[1]), "--json", str(tmp_path / "cmp.json")]) == 0
+    assert "| Lift | clean | 0 | 2 |" in capsys.readouterr().out
+    assert json.loads((tmp_path / "cmp.json").read_text())["paired"] == 2
