@@ -293,3 +293,18 @@ def test_training_device_names_are_checked():
     if not torch.cuda.is_available():
         with pytest.raises(R2AInputError, match="no CUDA"):
             training_device("cuda")
+
+
+def test_time_jitter_moves_only_the_time_input_of_training_batches():
+    from r2a.vla.features import time_feature
+    from r2a.vla.train import Batches, normalization_stats
+
+    arrays = build_arrays([make_episode(length=30, seed=0)], ("agentview", "wrist"), 16, 4, aux=False)
+    data = Batches(arrays, normalization_stats(arrays), torch.zeros(1, 384), shift_pixels=0, time_jitter=5)
+    rows = np.arange(len(arrays))
+    exact = time_feature(arrays.step)
+    jittered = data.batch(rows, np.random.default_rng(0), augment=True)["time"][:, 0].numpy()
+    offsets = np.rint((jittered - exact) * 200).astype(int)
+    assert np.abs(offsets).max() <= 5 and len(set(offsets.tolist())) > 3
+    assert (jittered >= 0).all()
+    np.testing.assert_array_equal(data.batch(rows, np.random.default_rng(0), augment=False)["time"][:, 0].numpy(), exact)

@@ -46,6 +46,9 @@ class TrainConfig:
     grad_clip: float = 1.0
     ema_decay: float = 0.999
     shift_pixels: int = 4
+    #: training-time augmentation of the elapsed-time input: a uniform offset of up to this many control steps
+    #: per sample, so the policy keeps a coarse sense of phase but cannot act on the clock alone (0: off)
+    time_jitter: int = 0
     aux_weight: float = 1.0
     conv_channels: int = 32
     keypoints: int = 32
@@ -95,6 +98,7 @@ class Batches:
     stats: dict[str, np.ndarray]
     text: torch.Tensor  # (num_prompts, 384)
     shift_pixels: int
+    time_jitter: int = 0
     device: torch.device = torch.device("cpu")
     tensors: dict[str, torch.Tensor] = field(default_factory=dict)
 
@@ -115,8 +119,13 @@ class Batches:
         rows = torch.from_numpy(np.asarray(index, np.int64)).to(self.device)
         t = {k: v[rows] for k, v in self.tensors.items()}
         images = {cam: self._images(t[f"image/{cam}"], rng, augment) for cam in self.arrays.images}
-        return {"images": images, "proprio": t["proprio"], "time": t["time"], "text": self.text[t["prompt"]],
+        time_input = self._jittered_time(index, rng) if augment and self.time_jitter else t["time"]
+        return {"images": images, "proprio": t["proprio"], "time": time_input, "text": self.text[t["prompt"]],
                 "actions": t["actions"], "mask": t["mask"], "aux": t["aux"], "aux_mask": t["aux_mask"]}
+
+    def _jittered_time(self, index: np.ndarray, rng: np.random.Generator) -> torch.Tensor:
+        steps = self.arrays.step[index] + rng.integers(-self.time_jitter, self.time_jitter + 1, len(index))
+        return torch.from_numpy(time_feature(np.maximum(steps, 0))[:, None]).to(self.device)
 
     def _images(self, frames: torch.Tensor, rng: np.random.Generator, augment: bool) -> torch.Tensor:
         x = frames.permute(0, 3, 1, 2).float().div_(255.0)
@@ -203,7 +212,8 @@ def prepare_data(config: TrainConfig, demo_paths: list[str | Path]) -> tuple[Bat
         np.zeros(len(arrays), bool)
     train_rows, val_rows = np.flatnonzero(~held_out), np.flatnonzero(held_out)
     stats = normalization_stats(arrays)
-    return Batches(arrays, stats, text, config.shift_pixels), train_rows, val_rows, embedder.cache, sources
+    data = Batches(arrays, stats, text, config.shift_pixels, config.time_jitter)
+    return data, train_rows, val_rows, embedder.cache, sources
 
 
 def _stored_prompts(config: TrainConfig) -> dict[str, np.ndarray]:
