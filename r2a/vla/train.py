@@ -178,11 +178,10 @@ def _lr(config: TrainConfig, step: int, elapsed_s: float = 0.0) -> float:
 
 def _update_ema(ema: VLANet, model: VLANet, decay: float) -> None:
     with torch.no_grad():
-        pairs = [(e, p) for e, p in zip(ema.state_dict().values(), model.state_dict().values())]
-        floats = [(e, p) for e, p in pairs if e.dtype.is_floating_point]
-        torch._foreach_lerp_([e for e, _ in floats], [p for _, p in floats], 1.0 - decay)
-        for e, p in pairs:
-            if not e.dtype.is_floating_point:
+        for e, p in zip(ema.state_dict().values(), model.state_dict().values()):
+            if e.dtype.is_floating_point:
+                e.lerp_(p, 1.0 - decay)
+            else:
                 e.copy_(p)
 
 
@@ -263,13 +262,8 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     for step in bar:
         elapsed = time.time() - optimizing_since
         lr = _lr(config, step, elapsed)
-        for group in optimizer.param_groups:
-            group["lr"] = lr
-        loss, parts = losses(model, data.batch(rng.choice(train_rows, config.batch_size, p=sampling), rng, True), config.aux_weight)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-        optimizer.step()
+        batch = data.batch(rng.choice(train_rows, config.batch_size, p=sampling), rng, augment=True)
+        parts = _optimize(model, optimizer, batch, config, lr)
         _update_ema(ema, model, config.ema_decay if step > config.warmup_steps else 0.0)
         last = step + 1 == config.steps or (step >= config.warmup_steps and _progress(config, step, elapsed) >= 1.0)
         if (step + 1) % config.log_every == 0 or last:
@@ -290,6 +284,19 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
                "final": history[-1] if history else {}}
     log.info("trained %d steps in %.0f s → %s", step + 1, summary["train_seconds"], out)
     return summary
+
+
+def _optimize(model: VLANet, optimizer: torch.optim.Optimizer, batch: dict[str, Any], config: TrainConfig,
+              lr: float) -> dict[str, float]:
+    """One gradient step (clipped) at learning rate ``lr``; returns the batch's loss parts."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    loss, parts = losses(model, batch, config.aux_weight)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+    optimizer.step()
+    return parts
 
 
 def _sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weights: dict[str, float]) -> np.ndarray:
