@@ -308,3 +308,18 @@ def test_time_jitter_moves_only_the_time_input_of_training_batches():
     assert np.abs(offsets).max() <= 5 and len(set(offsets.tolist())) > 3
     assert (jittered >= 0).all()
     np.testing.assert_array_equal(data.batch(rows, np.random.default_rng(0), augment=False)["time"][:, 0].numpy(), exact)
+
+
+def test_release_frames_are_the_steps_before_the_gripper_opens():
+    from r2a.vla.train import _sampling_probabilities, release_frames
+
+    episodes = [make_episode(length=10, seed=0), make_episode(length=10, seed=2)]
+    for ep in episodes:
+        ep.actions[:, -1] = [-1, -1, 1, 1, 1, 1, 1, -1, -1, -1]  # closes at 2, opens at 7
+    arrays = build_arrays(episodes, ("agentview", "wrist"), 16, 4, aux=False)
+    near = release_frames(arrays, window=2)
+    np.testing.assert_array_equal(np.flatnonzero(near), [5, 6, 7, 15, 16, 17])
+    rows = np.arange(len(arrays))
+    p = _sampling_probabilities(arrays, rows, {}, (4.0, 2))
+    assert np.isclose(p[near].sum(), 6 * 4 / (6 * 4 + 14))
+    assert np.allclose(_sampling_probabilities(arrays, rows, {}), 1 / len(arrays))

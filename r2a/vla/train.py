@@ -61,6 +61,10 @@ class TrainConfig:
     threads: int = 0
     #: relative sampling weight of a task's frames (default 1 each), e.g. {StackThree: 2.0}
     task_weights: dict[str, float] = field(default_factory=dict)
+    #: sampling weight of the frames in the ``release_window`` steps up to a gripper release in the labels (the
+    #: placement the stacking tasks fail at; 1: uniform)
+    release_weight: float = 1.0
+    release_window: int = 12
     #: continue from this checkpoint's weights and normalization (same network config); None: from scratch
     init_from: str | None = None
     #: reuse the prompt embeddings stored in this checkpoint (init_from's are always reused), so a machine
@@ -254,7 +258,8 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run = _wandb(config, out, wandb_mode)
     rng, history = np.random.default_rng(config.seed), []
-    sampling = _sampling_probabilities(data.arrays, train_rows, config.task_weights)
+    sampling = _sampling_probabilities(data.arrays, train_rows, config.task_weights,
+                                       (config.release_weight, config.release_window))
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
                   "torch": torch.__version__, "device": str(device), "continued_from": _previous_stage(config.init_from)}
     optimizing_since, step = time.time(), 0
@@ -299,14 +304,31 @@ def _optimize(model: VLANet, optimizer: torch.optim.Optimizer, batch: dict[str, 
     return parts
 
 
-def _sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weights: dict[str, float]) -> np.ndarray:
-    """Per-row sampling probability: uniform over frames, scaled by each task's weight."""
+def _sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weights: dict[str, float],
+                            release: tuple[float, int] = (1.0, 0)) -> np.ndarray:
+    """Per-row sampling probability: uniform over frames, scaled by each task's weight and by ``release`` =
+    (weight, window) for the frames just before a gripper release."""
     unknown = sorted(set(task_weights) - set(arrays.tasks))
     if unknown:
         raise R2AInputError(f"task_weights names {unknown}, which the demos do not contain ({arrays.tasks})")
     per_task = np.array([float(task_weights.get(task, 1.0)) for task in arrays.tasks])
     weights = per_task[arrays.task_index[rows]]
+    weight, window = release
+    if weight != 1.0:
+        weights = weights * np.where(release_frames(arrays, window)[rows], weight, 1.0)
     return weights / weights.sum()
+
+
+def release_frames(arrays: TrainingArrays, window: int) -> np.ndarray:
+    """Rows within ``window`` steps up to (and including) the first "open" label after a "closed" one."""
+    closed = arrays.actions[:, 0, -1] > 0
+    same_episode = arrays.episode[1:] == arrays.episode[:-1]
+    releases = np.flatnonzero(closed[:-1] & ~closed[1:] & same_episode) + 1
+    near = np.zeros(len(arrays), bool)
+    for row in releases:
+        span = np.arange(max(row - window, 0), row + 1)
+        near[span[arrays.episode[span] == arrays.episode[row]]] = True
+    return near
 
 
 def _previous_stage(init_from: str | None) -> dict[str, Any] | None:
