@@ -14,7 +14,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from eval.report import load_records
+from eval.report import job_key, load_records
 from eval.stats import mcnemar_exact, transitions, wilson_interval
 from r2a_core.errors import R2AInputError
 
@@ -58,8 +58,7 @@ def _policy_records(run_dir: Path, policy: str | None) -> dict[tuple[str, str, i
     if policy not in policies:
         raise R2AInputError(f"{results}: choose the policy to compare ({'unknown ' + repr(policy) + '; ' if policy else ''}"
                             f"it holds {policies})")
-    return {(str(r["task"]), str(r["factor"]), int(r["level"]), int(r["episode"])): r
-            for r in records if r["policy"] == policy}
+    return {job_key(r)[1:]: r for r in records if r["policy"] == policy}
 
 
 def _same_episode(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
