@@ -25,6 +25,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         "the expert's action stays the label")
     c.add_argument("--perturb-drop", type=float, default=0.0,
                    help="DART: probability per episode of one forced gripper opening while holding an object")
+    r = sub.add_parser("rerender", help="render a file's camera images again from its recorded states "
+                                        "(after a camera change), copying everything else")
+    r.add_argument("source", type=Path, help="input .hdf5 with recorded 'states'")
+    r.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
+    r.add_argument("--cameras", nargs="+", default=None, help="cameras to render again (default: all recorded)")
     i = sub.add_parser("info", help="print a JSON summary of an HDF5 file or LeRobot v3 dataset")
     i.add_argument("path", type=Path)
     return parser
@@ -35,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
         from demos.info import summarize
 
         print(json.dumps(summarize(args.path), indent=2))
+        return 0
+    if args.command == "rerender":
+        from demos.rerender import rerender_file
+
+        print(json.dumps({"out": str(args.out), "frames": rerender_file(args.source, args.out, args.cameras and tuple(args.cameras))}))
         return 0
     from demos.collect import CollectConfig, collect
     from demos.perturb import PerturbConfig

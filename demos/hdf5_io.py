@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -55,10 +55,9 @@ class HDF5EpisodeWriter:
                  valid_every: int = 10, compression: str | None = "lzf") -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        os.close(fd)
-        self._tmp = Path(tmp)
-        self._file = h5py.File(self._tmp, "w")
+        # a unique name created by h5py itself, so the file gets the user's umask (mkstemp's is 0600)
+        self._tmp = self.path.parent / f".{self.path.name}.{uuid.uuid4().hex[:8]}.tmp"
+        self._file = h5py.File(self._tmp, "w-")
         self._data = self._file.create_group("data")
         self._data.attrs.update({"env_args": json.dumps(env_args), "r2a_format": FORMAT,
                                  "r2a_format_version": FORMAT_VERSION, "image_convention": "opencv"})

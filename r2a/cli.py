@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import signal
 import sys
 
 from r2a_core.errors import R2AInputError
@@ -30,6 +31,15 @@ def _top_level_help() -> str:
     return "\n".join(lines)
 
 
+def interrupt_on_sigterm() -> None:
+    """Let SIGTERM (``timeout``, ``kill``, a scheduler) unwind like Ctrl-C, so context managers clean up:
+    a collection or training stopped that way leaves no half-written temp file behind."""
+    def _raise(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    signal.signal(signal.SIGTERM, _raise)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     verbose = "-v" in argv or "--verbose" in argv
@@ -45,11 +55,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = importlib.import_module(GROUPS[group][0])
     args = module.build_parser(f"r2a {group}").parse_args(argv[1:])
+    interrupt_on_sigterm()
     try:
         return int(module.run(args) or 0)
     except R2AInputError as err:
         print(f"r2a {group}: error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"r2a {group}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
 import json
+import os
 
 import h5py
 import numpy as np
@@ -137,3 +138,33 @@ def test_unknown_source_kind_and_fingerprint(tmp_path, episodes):
         load_episodes(tmp_path)
     a = write_hdf5(tmp_path / "a.hdf5", episodes, env_args={})
     assert source_fingerprint(a) == source_fingerprint(a) and len(source_fingerprint(a)) == 64
+
+
+def test_a_terminated_writer_leaves_no_temp_file(tmp_path):
+    """SIGTERM (``timeout``, ``kill``) mid-write unwinds like Ctrl-C under the r2a command: nothing half-written."""
+    import subprocess
+    import sys
+
+    script = (
+        "import os, signal, time\n"
+        "from r2a.cli import interrupt_on_sigterm\n"
+        "from demos.hdf5_io import HDF5EpisodeWriter\n"
+        "from tests.conftest import make_episode\n"
+        "interrupt_on_sigterm()\n"
+        f"with HDF5EpisodeWriter({str(tmp_path / 'demos.hdf5')!r}, {{'env_name': 'Lift'}}) as writer:\n"
+        "    writer.add(make_episode(length=5))\n"
+        "    os.kill(os.getpid(), signal.SIGTERM)\n"
+        "    time.sleep(30)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "KeyboardInterrupt" in done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_written_files_follow_the_umask(tmp_path):
+    previous = os.umask(0o022)
+    try:
+        path = write_hdf5(tmp_path / "demos.hdf5", [make_episode(length=5)], env_args={"env_name": "Lift"})
+    finally:
+        os.umask(previous)
+    assert path.stat().st_mode & 0o777 == 0o644

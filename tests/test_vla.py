@@ -64,6 +64,22 @@ def test_model_output_shapes():
     assert actions.shape == (2, 4, 7) and aux.shape == (2, 9)
 
 
+def test_a_network_without_the_clock_ignores_the_time_input():
+    timed = VLANet(VLANetConfig(image_size=16, chunk=4, conv_channels=8, keypoints=4, hidden=32)).eval()
+    untimed = VLANet(VLANetConfig(image_size=16, chunk=4, conv_channels=8, keypoints=4, hidden=32,
+                                  time_input=False)).eval()
+    untimed.load_state_dict(timed.state_dict())
+    images = {cam: torch.rand(1, 3, 16, 16) for cam in timed.config.cameras}
+    early, late = torch.zeros(1, 1), torch.full((1, 1), 1.5)
+    with torch.no_grad():
+        assert not torch.allclose(timed(images, torch.ones(1, 10), early, torch.ones(1, 384))[0],
+                                  timed(images, torch.ones(1, 10), late, torch.ones(1, 384))[0])
+        torch.testing.assert_close(untimed(images, torch.ones(1, 10), early, torch.ones(1, 384))[0],
+                                   untimed(images, torch.ones(1, 10), late, torch.ones(1, 384))[0])
+        torch.testing.assert_close(untimed(images, torch.ones(1, 10), late, torch.ones(1, 384))[0],
+                                   timed(images, torch.ones(1, 10), early, torch.ones(1, 384))[0])
+
+
 def test_config_rejects_unknown_fields_and_bad_chunking(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("stepz: 3\n")
@@ -208,6 +224,9 @@ def test_training_can_continue_from_a_checkpoint(tiny_checkpoint, tmp_path):
     train_policy(config, [demos], tmp_path / "more")
     continued = load_checkpoint(tmp_path / "more")
     np.testing.assert_array_equal(continued.stats["action_std"], start.stats["action_std"])
+    train_policy(TrainConfig.from_yaml(None, TINY + ["steps=2", f"init_from={tiny_checkpoint}", "holdout_every=0",
+                                                     "time_input=false"]), [demos], tmp_path / "untimed")
+    assert load_checkpoint(tmp_path / "untimed").model.config.time_input is False
     with pytest.raises(R2AInputError, match="differs"):
         train_policy(TrainConfig.from_yaml(None, TINY + ["hidden=16", f"init_from={tiny_checkpoint}"]), [demos],
                      tmp_path / "bad")

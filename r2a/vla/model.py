@@ -2,7 +2,7 @@
 
 Per camera a from-scratch convolutional encoder ending in a spatial softmax (robomimic's choice: expected image
 coordinates of learned keypoints, which localize small objects far better than global pooling); a frozen
-sentence embedding of the instruction (computed outside, 384-d MiniLM); proprio and the elapsed time; an MLP
+sentence embedding of the instruction (computed outside, 384-d MiniLM); proprio and (optionally) the elapsed time; an MLP
 trunk; a head that predicts a chunk of ``chunk`` future actions. An auxiliary head predicts the task objects'
 positions relative to the gripper — used only as a training signal, never as an input.
 """
@@ -28,6 +28,9 @@ class VLANetConfig:
     keypoints: int = 32
     hidden: int = 512
     aux_dim: int = 9  # 3 object slots × position relative to the gripper
+    #: feed the elapsed time to the network; False zeroes it (same weights, so a timed checkpoint can continue
+    #: without the clock): a policy slower than its demonstrations otherwise meets times it never saw
+    time_input: bool = True
 
     def to_dict(self) -> dict:
         d = asdict(self)
@@ -100,6 +103,8 @@ class VLANet(nn.Module):
                 text: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """``images[cam]``: float (B, 3, S, S) in [0, 1]; ``proprio`` normalized (B, P); ``time`` (B, 1)."""
         parts = [self.encoders[cam](images[cam] - 0.5) for cam in self.config.cameras]
+        if not self.config.time_input:
+            time = torch.zeros_like(time)
         parts += [self.text(text), self.proprio(torch.cat([proprio, time], dim=-1))]
         hidden = self.trunk(torch.cat(parts, dim=-1))
         actions = self.action_head(hidden).reshape(-1, self.config.chunk, self.config.action_dim)

@@ -9,7 +9,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,8 @@ class TrainConfig:
     #: training-time augmentation of the elapsed-time input: a uniform offset of up to this many control steps
     #: per sample, so the policy keeps a coarse sense of phase but cannot act on the clock alone (0: off)
     time_jitter: int = 0
+    #: give the network the elapsed time at all (False: it must read the phase from images and proprio)
+    time_input: bool = True
     aux_weight: float = 1.0
     conv_channels: int = 32
     keypoints: int = 32
@@ -91,7 +93,7 @@ class TrainConfig:
     def net_config(self) -> VLANetConfig:
         return VLANetConfig(cameras=tuple(self.cameras), image_size=self.image_size, proprio_dim=PROPRIO_DIM,
                             action_dim=OSC_POSE_DELTA.dim, chunk=self.chunk, conv_channels=self.conv_channels,
-                            keypoints=self.keypoints, hidden=self.hidden)
+                            keypoints=self.keypoints, hidden=self.hidden, time_input=self.time_input)
 
 
 @dataclass
@@ -345,7 +347,8 @@ def _initial_model(config: TrainConfig, data: Batches) -> VLANet:
     model = VLANet(config.net_config())
     if config.init_from:
         start = load_checkpoint(config.init_from)
-        if start.model.config != model.config:
+        # the weights must fit; whether the clock is read is the new run's choice
+        if replace(start.model.config, time_input=config.time_input) != model.config:
             raise R2AInputError(f"init_from {config.init_from}: its network {start.model.config} differs from "
                                 f"the config's {model.config}")
         model.load_state_dict(start.model.state_dict())
