@@ -44,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "rerender":
         from demos.rerender import rerender_file
 
-        print(json.dumps({"out": str(args.out), "frames": rerender_file(args.source, args.out, args.cameras and tuple(args.cameras))}))
+        frames = rerender_file(args.source, args.out, tuple(args.cameras) if args.cameras else None)
+        print(json.dumps({"out": str(args.out), "frames": frames}))
         return 0
     from demos.collect import CollectConfig, collect
     from demos.perturb import PerturbConfig

@@ -58,8 +58,9 @@ def rerender_file(source: str | Path, out: str | Path, cameras: tuple[str, ...] 
     frames = 0
     try:
         with HDF5EpisodeWriter(out, attrs["env_args"], attrs["problem_info"]) as writer:
-            for ep in tqdm(episodes, desc=f"render {Path(source).name}", unit="ep", disable=not progress):
-                demo = str(ep.meta.get("demo", f"demo_{frames}"))
+            bar = tqdm(episodes, desc=f"render {Path(source).name}", unit="ep", disable=not progress)
+            for number, ep in enumerate(bar):
+                demo = str(ep.meta.get("demo", f"demo_{number}"))  # keep the source's demo numbering
                 writer.add(rerender_episode(ep, sim, f"{source}:{demo}"), int(demo.split("_")[-1]))
                 frames += len(ep)
     finally:

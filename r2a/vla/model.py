@@ -2,9 +2,9 @@
 
 Per camera a from-scratch convolutional encoder ending in a spatial softmax (robomimic's choice: expected image
 coordinates of learned keypoints, which localize small objects far better than global pooling); a frozen
-sentence embedding of the instruction (computed outside, 384-d MiniLM); proprio and (optionally) the elapsed time; an MLP
-trunk; a head that predicts a chunk of ``chunk`` future actions. An auxiliary head predicts the task objects'
-positions relative to the gripper — used only as a training signal, never as an input.
+sentence embedding of the instruction (computed outside, 384-d MiniLM); proprio and (optionally) the elapsed
+time; an MLP trunk; a head that predicts a chunk of ``chunk`` future actions. An auxiliary head predicts the
+task objects' positions relative to the gripper — used only as a training signal, never as an input.
 """
 
 from __future__ import annotations
