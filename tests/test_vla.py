@@ -342,3 +342,17 @@ def test_release_frames_are_the_steps_before_the_gripper_opens():
     p = _sampling_probabilities(arrays, rows, {}, (4.0, 2))
     assert np.isclose(p[near].sum(), 6 * 4 / (6 * 4 + 14))
     assert np.allclose(_sampling_probabilities(arrays, rows, {}), 1 / len(arrays))
+
+
+def test_validation_files_replace_the_every_nth_holdout(tmp_path):
+    from demos.hdf5_io import write_hdf5
+
+    train = write_hdf5(tmp_path / "train.hdf5", [make_episode(length=9, seed=0), make_episode(length=8, seed=2)],
+                       env_args={"env_name": "Lift"})
+    val = write_hdf5(tmp_path / "val.hdf5", [make_episode(length=7, seed=4)], env_args={"env_name": "Lift"})
+    config = TrainConfig.from_yaml(None, TINY + ["steps=2", "log_every=2", f"val_demos=[{val}]"])
+    train_policy(config, [train], tmp_path / "ckpt")
+    provenance = load_checkpoint(tmp_path / "ckpt").provenance
+    assert (provenance["train_frames"], provenance["heldout_frames"]) == (17, 7)
+    assert [s.get("role") for s in provenance["sources"]] == [None, "validation"]
+    assert "val_action_l1" in provenance["history"][-1]

@@ -16,6 +16,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     train = sub.add_parser("train", help="train the built-in VLA on demonstration files")
     train.add_argument("--config", default=None, help="training YAML (e.g. configs/policy/builtin.yaml)")
     train.add_argument("--demos", nargs="+", required=True, help="HDF5 files or LeRobot v3 directories")
+    train.add_argument("--val-demos", nargs="+", default=None,
+                       help="files held out for the validation loss instead of every holdout_every-th episode")
     train.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field (value parsed as YAML); repeatable")
@@ -39,6 +41,8 @@ def _train(args: argparse.Namespace) -> int:
     from r2a.vla.train import TrainConfig, train_policy
 
     config = TrainConfig.from_yaml(args.config, args.overrides)
+    if args.val_demos:
+        config.val_demos = list(args.val_demos)
     summary = train_policy(config, args.demos, args.out, wandb_mode=args.wandb)
     print(json.dumps(summary, indent=1))
     return 0

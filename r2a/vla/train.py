@@ -22,7 +22,7 @@ from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
 from r2a_core.yaml_io import apply_overrides, check_fields, read_yaml_mapping
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
-from r2a.vla.data import TrainingArrays, load_training_arrays
+from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 from r2a.vla.features import PROPRIO_DIM, time_feature
 from r2a.vla.model import VLANet, VLANetConfig
 from r2a.vla.text import PromptEmbedder
@@ -57,6 +57,9 @@ class TrainConfig:
     hidden: int = 512
     #: every n-th episode is held out to report a validation loss (0: none)
     holdout_every: int = 20
+    #: demo files that form the held-out set instead (all their successful episodes; ``holdout_every`` then
+    #: does not apply), so validation losses of runs on different training mixtures are comparable
+    val_demos: list[str] = field(default_factory=list)
     log_every: int = 100
     save_every: int = 2000
     #: torch threads (0: all cores)
@@ -209,16 +212,26 @@ def _validation_loss(model: VLANet, data: Batches, rows: np.ndarray, aux_weight:
 def prepare_data(config: TrainConfig, demo_paths: list[str | Path]) -> tuple[Batches, np.ndarray, np.ndarray,
                                                                               dict[str, np.ndarray], list[dict]]:
     """Load demos, build arrays, embed prompts, split train/held-out episodes, compute normalization."""
-    arrays, sources = load_training_arrays(demo_paths, tuple(config.cameras), config.image_size, config.chunk,
-                                           aux=config.aux_weight > 0, workers=config.load_workers)
+    arrays, sources = _load_arrays(config, demo_paths)
+    if config.val_demos:
+        held, held_sources = _load_arrays(config, config.val_demos)
+        held_out = np.r_[np.zeros(len(arrays), bool), np.ones(len(held), bool)]
+        arrays = merge_arrays([arrays, held])
+        sources += [{**source, "role": "validation"} for source in held_sources]
+    else:
+        every = config.holdout_every
+        held_out = arrays.episode % every == every - 1 if every else np.zeros(len(arrays), bool)
     embedder = PromptEmbedder(_stored_prompts(config))
     text = torch.from_numpy(embedder.embed_many(arrays.prompts))
-    held_out = (arrays.episode % config.holdout_every == config.holdout_every - 1) if config.holdout_every else \
-        np.zeros(len(arrays), bool)
     train_rows, val_rows = np.flatnonzero(~held_out), np.flatnonzero(held_out)
     stats = normalization_stats(arrays)
     data = Batches(arrays, stats, text, config.shift_pixels, config.time_jitter)
     return data, train_rows, val_rows, embedder.cache, sources
+
+
+def _load_arrays(config: TrainConfig, paths: list) -> tuple[TrainingArrays, list[dict]]:
+    return load_training_arrays(paths, tuple(config.cameras), config.image_size, config.chunk,
+                                aux=config.aux_weight > 0, workers=config.load_workers)
 
 
 def _stored_prompts(config: TrainConfig) -> dict[str, np.ndarray]:
