@@ -44,6 +44,10 @@ CAMERA_KEYS = {"agentview": ("agentview_rgb", "agentview_image"),
                "wrist": ("eye_in_hand_rgb", "robot0_eye_in_hand_image")}
 
 
+#: ``Episode.meta`` keys that reading adds (where the episode came from); a writer of read episodes drops them
+READ_META_KEYS = ("source", "demo", "env_args")
+
+
 # ------------------------------------------------------------------------------------------------- writing
 class HDF5EpisodeWriter:
     """Write episodes one at a time into a temp file; ``close()`` adds masks and renames it into place.
@@ -240,7 +244,7 @@ def _read_episode(g: h5py.Group, where: str, attrs: dict[str, Any], upright: boo
     gripper, finger_qpos = _gripper(obs, where)
     problem, env_args = attrs["problem_info"], attrs["env_args"]
     meta = json.loads(g.attrs["meta"]) if "meta" in g.attrs else {}
-    meta.update({"source": str(g.file.filename), "demo": g.name.split("/")[-1], "env_args": env_args})
+    meta.update(dict(zip(READ_META_KEYS, (str(g.file.filename), g.name.split("/")[-1], env_args))))
     if "action_space" in env_args:
         meta.setdefault("action_space", env_args["action_space"])
     if not load_images:

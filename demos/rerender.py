@@ -14,12 +14,11 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from demos.hdf5_io import HDF5EpisodeWriter, file_attrs, open_hdf5, read_hdf5
+from demos.hdf5_io import READ_META_KEYS, HDF5EpisodeWriter, file_attrs, open_hdf5, read_hdf5
 from r2a_core.errors import R2AInputError
 from r2a_core.types import Episode, image_key
 
 log = logging.getLogger(__name__)
-_META_FROM_READING = ("source", "demo", "env_args")
 
 
 def rerender_episode(episode: Episode, sim, where: str) -> Episode:
@@ -32,7 +31,7 @@ def rerender_episode(episode: Episode, sim, where: str) -> Episode:
         obs = sim.refresh_observation()
         for cam in frames:
             frames[cam].append(obs[image_key(cam)])
-    meta = {k: v for k, v in episode.meta.items() if k not in _META_FROM_READING}
+    meta = {k: v for k, v in episode.meta.items() if k not in READ_META_KEYS}
     images = {**episode.images, **{cam: np.stack(f) for cam, f in frames.items()}}
     return dataclasses.replace(episode, images=images, meta=meta)
 
