@@ -54,7 +54,5 @@ def run(args: argparse.Namespace) -> int:
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
                                    perturb=perturb))
-    print(json.dumps({"out": str(result.path), "episodes": result.episodes, "successes": result.successes,
-                      "success_rate": round(result.success_rate, 4), "frames": result.frames,
-                      "seconds": round(result.seconds, 2), "steps_per_second": round(result.steps_per_second, 1)}))
+    print(json.dumps(result.to_dict()))
     return 0

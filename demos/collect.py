@@ -2,7 +2,9 @@
 
 Episode ``i`` uses environment seed ``seed + i``, so a collection is reproducible whatever the worker count.
 Workers are spawned processes (each owns one simulator and GL context); episodes are written as they arrive,
-into a temp file renamed into place at the end.
+into a temp file renamed into place at the end. The expert's actions are always the recorded labels; what the
+simulator executes may be disturbed (DART, :mod:`demos.perturb`) or come from another policy entirely (DAgger:
+a higher layer injects an ``executor``, so this module never imports a learner).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import multiprocessing as mp
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from tqdm import tqdm
 
@@ -39,6 +41,9 @@ class CollectConfig:
     cameras: tuple[str, ...] = CAMERAS
     #: DART-style disturbance of the executed actions (labels stay the expert's); default: none
     perturb: PerturbConfig = field(default_factory=PerturbConfig)
+    #: picklable ``executor(sim, seed) -> perturbation`` built once per episode: what the simulator executes
+    #: instead of the expert's action (e.g. a learner, for DAgger); the expert then labels in relabel mode
+    executor: Callable[[Any, int], Any] | None = None
 
 
 @dataclass
@@ -57,26 +62,41 @@ class CollectResult:
     def steps_per_second(self) -> float:
         return self.frames / max(self.seconds, 1e-9)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON summary the CLIs print."""
+        return {"out": str(self.path), "episodes": self.episodes, "successes": self.successes,
+                "success_rate": round(self.success_rate, 4), "frames": self.frames,
+                "seconds": round(self.seconds, 2), "steps_per_second": round(self.steps_per_second, 1)}
 
-def _init_worker(task: str, image_size: int, cameras: tuple[str, ...], perturb: PerturbConfig) -> None:
+
+def _init_worker(config: CollectConfig) -> None:
     from eval.envs.robosuite_env import SimConfig, SimEnv
 
-    _WORKER["sim"] = SimEnv(SimConfig(task=task, image_size=image_size, cameras=cameras))
-    _WORKER["perturb"] = perturb
+    _WORKER["sim"] = SimEnv(SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras))
+    _WORKER["config"] = config
 
 
 def _record(args: tuple[int, int]) -> tuple[int, Episode]:
     from demos.experts.scripted import make_expert
-    from demos.perturb import ActionPerturbation
     from demos.rollout import run_episode
 
     index, seed = args
-    sim, config = _WORKER["sim"], _WORKER["perturb"]
-    perturbation = ActionPerturbation(config, seed) if config.active else None
-    episode, _ = run_episode(sim, make_expert(sim), seed, perturb=perturbation)
+    sim, config = _WORKER["sim"], _WORKER["config"]
+    perturbation = _episode_perturbation(config, sim, seed)
+    expert = make_expert(sim, relabel=config.executor is not None)
+    episode, _ = run_episode(sim, expert, seed, perturb=perturbation)
     if perturbation is not None:
-        episode.meta["perturbation"] = perturbation.summary()
+        episode.meta[perturbation.META_KEY] = perturbation.summary()
     return index, episode
+
+
+def _episode_perturbation(config: CollectConfig, sim, seed: int):
+    """What turns the expert's label into the executed action this episode (None: the label itself)."""
+    from demos.perturb import ActionPerturbation
+
+    if config.executor is not None:
+        return config.executor(sim, seed)
+    return ActionPerturbation(config.perturb, seed) if config.perturb.active else None
 
 
 def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
@@ -111,7 +131,7 @@ class _InProcessPool:
     """The pool interface for ``workers=1``: no process start-up, easier debugging."""
 
     def __init__(self, config: CollectConfig) -> None:
-        _init_worker(config.task, config.image_size, config.cameras, config.perturb)
+        _init_worker(config)
 
     def imap_unordered(self, fn, jobs):
         return map(fn, jobs)
@@ -121,11 +141,11 @@ class _InProcessPool:
 
     def __exit__(self, *exc) -> None:
         _WORKER.pop("sim").close()
+        _WORKER.pop("config", None)
 
 
 def _pool(config: CollectConfig):
     if config.workers == 1:
         return _InProcessPool(config)
     ctx = mp.get_context("spawn")
-    return ctx.Pool(config.workers, initializer=_init_worker,
-                    initargs=(config.task, config.image_size, config.cameras, config.perturb))
+    return ctx.Pool(config.workers, initializer=_init_worker, initargs=(config,))

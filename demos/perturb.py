@@ -64,7 +64,9 @@ class ActionPerturbation:
         self._open_left = 0
         self.drop_steps: list[int] = []
 
-    def __call__(self, action: np.ndarray, step: int) -> np.ndarray:
+    META_KEY = "perturbation"  # where collection stores :meth:`summary` in the episode's metadata
+
+    def __call__(self, action: np.ndarray, step: int, obs: dict | None = None) -> np.ndarray:
         executed = np.array(action, dtype=np.float32, copy=True)
         executed[:3] += self._next_offset()
         self._maybe_drop(executed, step)

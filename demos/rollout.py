@@ -56,8 +56,9 @@ class EpisodeHooks(Protocol):
         """Called once the episode is over, also on errors (restore the scene)."""
 
 
-#: ``perturb(action, step) -> executed action``; the policy's own action stays the recorded label (DART)
-Perturbation = Callable[[np.ndarray, int], np.ndarray]
+#: ``perturb(action, step, obs) -> executed action``; the policy's own action stays the recorded label (DART's
+#: disturbance, or DAgger's learner in control while the expert labels)
+Perturbation = Callable[[np.ndarray, int, dict[str, Any]], np.ndarray]
 
 
 def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_steps: int | None = None,
@@ -67,7 +68,8 @@ def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_st
 
     Returns the recorded episode (None when ``record`` is False) and a summary: success, steps, latched
     stages, the fingerprint of the initial state (taken before any hook changes the scene), the EE trace.
-    With ``perturb`` the simulator executes a disturbed action while the policy's action is recorded.
+    With ``perturb`` the simulator executes another action (it sees the same observation as the policy) while
+    the policy's action is recorded.
     """
     obs = sim.reset(seed)
     policy.reset()
@@ -95,7 +97,7 @@ def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: s
         action = sim.action_space.clip(broker.act(seen))
         if record:
             _record_step(recorder, sim, seen, action)
-        executed = sim.action_space.clip(perturb(action, steps)) if perturb is not None else action
+        executed = sim.action_space.clip(perturb(action, steps, seen)) if perturb is not None else action
         obs = sim.step(executed)
         steps += 1
         if hooks is not None:

@@ -5,6 +5,14 @@ walks a list of phases — hover, descend, close, lift, carry, lower, open, retr
 *current* object poses every step, so small slips are corrected rather than replayed. Actions are robosuite
 OSC_POSE deltas in [-1, 1] (±5 cm and ±0.5 rad per step at full scale); the gripper is -1 open, +1 closed.
 It implements the Policy protocol and returns a one-step chunk.
+
+In *relabel* mode the expert labels states another policy reached (DAgger) instead of driving, and it follows
+the learner's progress rather than its own script: a phase never times out (a time-out moves a driving expert
+on, but would label "lower" or "release" wherever a hovering learner happens to be); a waypoint the learner
+passed on its way down counts as reached, and the hand's yaw no longer holds a phase back (else a learner that
+descends straight onto a cube is told to go back up), while a hand that drifts more than twice that waypoint's
+tolerance sideways goes back to it; and when the object of a later pick is already in the hand, the expert
+skips ahead to lifting it instead of asking to open the hand again.
 """
 
 from __future__ import annotations
@@ -62,13 +70,15 @@ class Phase:
     max_steps: int = 120
     #: the object that must stay in the hand; if it slips, the expert starts that pick again
     holding: str | None = None
+    #: a waypoint approached from above: in relabel mode, a hand below it within tolerance horizontally passed it
+    from_above: bool = False
 
 
 class ScriptedExpert:
     """Walks ``phases`` in order; implements ``infer(obs) -> {"actions": (1, 7)}`` and ``reset()``."""
 
-    def __init__(self, sim: "SimEnv", phases: list[Phase], gain: float = 2.0) -> None:
-        self.sim, self.phases, self.gain = sim, phases, gain
+    def __init__(self, sim: "SimEnv", phases: list[Phase], gain: float = 2.0, relabel: bool = False) -> None:
+        self.sim, self.phases, self.gain, self.relabel = sim, phases, gain, relabel
         self.reset()
 
     def reset(self) -> None:
@@ -80,6 +90,9 @@ class ScriptedExpert:
         return self.phases[min(self._index, len(self.phases) - 1)]
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        if self.relabel:
+            self._catch_up()
+            self._fall_back()
         phase = self.phase
         if phase.holding is not None and not self.sim.is_grasped(phase.holding):
             self._restart_pick()
@@ -91,15 +104,16 @@ class ScriptedExpert:
         rotation_error = self._rotation_error(phase)
         action[3:6] = np.clip(rotation_error / ROT_SCALE, -1.0, 1.0)
         action[6] = phase.gripper
-        aligned = phase.yaw_object is None or float(np.linalg.norm(rotation_error)) < YAW_TOLERANCE
-        self._advance(phase, float(np.linalg.norm(error)) if aligned else np.inf)
+        aligned = self.relabel or phase.yaw_object is None or float(np.linalg.norm(rotation_error)) < YAW_TOLERANCE
+        self._advance(phase, self._distance(phase, error) if aligned else np.inf)
         return {"actions": action[None, :], "phase": phase.name}
 
     def _advance(self, phase: Phase, distance: float) -> None:
         self._steps_in_phase += 1
         if distance < phase.tolerance:
             self._held += 1
-        if self._held > phase.hold_steps or self._steps_in_phase >= phase.max_steps:
+        timed_out = self._steps_in_phase >= phase.max_steps and not self.relabel
+        if self._held > phase.hold_steps or timed_out:
             if self._index < len(self.phases) - 1:
                 self._index += 1
             self._steps_in_phase, self._held = 0, 0
@@ -109,6 +123,27 @@ class ScriptedExpert:
         hover = max(i for i in range(self._index + 1) if self.phases[i].name == "hover")
         self._index, self._steps_in_phase, self._held = hover, 0, 0
         self._yaw_target = None
+
+    def _distance(self, phase: Phase, error: np.ndarray) -> float:
+        """How far the hand is from the phase's waypoint (relabel mode: horizontally, once below it)."""
+        if self.relabel and phase.from_above and error[2] > 0:
+            return float(np.linalg.norm(error[:2]))
+        return float(np.linalg.norm(error))
+
+    def _catch_up(self) -> None:
+        """Skip to the next phase that holds an object when that object is in the hand already."""
+        ahead = next((i for i in range(self._index, len(self.phases)) if self.phases[i].holding), None)
+        if ahead is not None and ahead > self._index and self.sim.is_grasped(self.phases[ahead].holding):
+            self._index, self._steps_in_phase, self._held = ahead, 0, 0
+
+    def _fall_back(self) -> None:
+        """Return to the waypoint above when the hand has drifted sideways from it while descending below it."""
+        previous = self.phases[self._index - 1] if 0 < self._index < len(self.phases) else None
+        if previous is None or not previous.from_above:
+            return
+        sideways = previous.target(self.sim)[:2] - self.sim.ee_pos()[:2]
+        if float(np.linalg.norm(sideways)) > 2.0 * previous.tolerance:
+            self._index, self._steps_in_phase, self._held = self._index - 1, 0, 0
 
     def _rotation_error(self, phase: Phase) -> np.ndarray:
         """World-frame axis-angle from the current grip orientation to 'down, yaw-aligned with the object'."""
@@ -168,7 +203,7 @@ def _carry(held: str, goal: Callable[["SimEnv"], np.ndarray]) -> Callable[["SimE
 def pick(obj: str, grasp_dz: float = 0.0, lift: float = 0.12, yaw: bool = True) -> list[Phase]:
     yaw_obj = obj if yaw else None
     return [
-        Phase("hover", _above(obj, 0.10), OPEN, tolerance=0.015, yaw_object=yaw_obj),
+        Phase("hover", _above(obj, 0.10), OPEN, tolerance=0.015, yaw_object=yaw_obj, from_above=True),
         Phase("descend", _at(obj, grasp_dz), OPEN, tolerance=0.01, yaw_object=yaw_obj, max_steps=60),
         Phase("close", _at(obj, grasp_dz), CLOSED, tolerance=1.0, hold_steps=8),
         Phase("lift", _raised(lift), CLOSED, tolerance=0.02, holding=obj),
@@ -180,7 +215,7 @@ def place_on(held: str, base: str, rest_height: float, clearance: float = 0.04) 
     above = lambda sim: sim.object_pos(base) + np.array([0.0, 0.0, rest_height + clearance])  # noqa: E731
     onto = lambda sim: sim.object_pos(base) + np.array([0.0, 0.0, rest_height + 0.005])  # noqa: E731
     return [
-        Phase("carry", _carry(held, above), CLOSED, tolerance=0.008, max_steps=100, holding=held),
+        Phase("carry", _carry(held, above), CLOSED, tolerance=0.008, max_steps=100, holding=held, from_above=True),
         Phase("lower", _carry(held, onto), CLOSED, tolerance=0.006, max_steps=50, holding=held),
         Phase("release", lambda sim: sim.ee_pos(), OPEN, tolerance=1.0, hold_steps=6),
         Phase("retreat", _raised(0.17), OPEN, tolerance=0.02, max_steps=40),
@@ -213,9 +248,9 @@ EXPERT_PHASES: dict[str, Callable[["SimEnv"], list[Phase]]] = {
 }
 
 
-def make_expert(sim: "SimEnv") -> ScriptedExpert:
-    """The scripted expert for the task ``sim`` was built for."""
+def make_expert(sim: "SimEnv", relabel: bool = False) -> ScriptedExpert:
+    """The scripted expert for the task ``sim`` was built for (``relabel``: labelling another policy's states)."""
     name = sim.task.name
     if name not in EXPERT_PHASES:
         raise R2AInputError(f"no scripted expert for task '{name}'; experts exist for: {', '.join(EXPERT_PHASES)}")
-    return ScriptedExpert(sim, EXPERT_PHASES[name](sim))
+    return ScriptedExpert(sim, EXPERT_PHASES[name](sim), relabel=relabel)

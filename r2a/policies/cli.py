@@ -1,4 +1,5 @@
-"""``r2a policy``: train the built-in VLA, describe a checkpoint, list policies, serve a policy over websockets."""
+"""``r2a policy``: train the built-in VLA, collect DAgger data for it, describe a checkpoint, list policies, serve a
+policy over websockets."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ import argparse
 import json
 import logging
 import sys
+from pathlib import Path
+
+from r2a_core.types import CAMERAS
 
 log = logging.getLogger(__name__)
 
@@ -23,6 +27,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="override a config field (value parsed as YAML); repeatable")
     train.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
                        help="log to Weights & Biases (offline writes under the output's parent directory)")
+    dagger = sub.add_parser("dagger", help="record on-policy data: a policy drives, the scripted expert labels "
+                                           "every state it reaches (DAgger); train on the file with the demos")
+    dagger.add_argument("--policy", required=True, help="the learner, e.g. builtin:path/to/ckpt")
+    dagger.add_argument("--task", required=True, help="built-in task with a scripted expert")
+    dagger.add_argument("--episodes", type=int, required=True)
+    dagger.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
+    dagger.add_argument("--beta", type=float, default=0.0,
+                        help="probability per learner chunk that the expert executes it instead (0: learner only)")
+    dagger.add_argument("--seed", type=int, default=0, help="seed of episode 0; episode i uses seed + i")
+    dagger.add_argument("--workers", type=int, default=1, help="parallel simulator processes")
+    dagger.add_argument("--image-size", type=int, default=64, help="square camera resolution in pixels")
+    dagger.add_argument("--cameras", nargs="*", default=list(CAMERAS), help="cameras to record")
     info = sub.add_parser("info", help="describe a built-in VLA checkpoint (JSON)")
     info.add_argument("checkpoint")
     sub.add_parser("list", help="list the registered policy names")
@@ -34,7 +50,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"train": _train, "info": _info, "list": _list, "serve": _serve}[args.command](args)
+    return {"train": _train, "dagger": _dagger, "info": _info, "list": _list, "serve": _serve}[args.command](args)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -48,9 +64,19 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _info(args: argparse.Namespace) -> int:
-    from pathlib import Path
+def _dagger(args: argparse.Namespace) -> int:
+    from demos.collect import CollectConfig, collect
+    from r2a.policies.dagger import LearnerExecutor
 
+    executor = LearnerExecutor(args.policy, args.beta)
+    result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
+                                   workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
+                                   executor=executor))
+    print(json.dumps(result.to_dict()))
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
     from r2a.vla.checkpoint import WEIGHTS, read_manifest
 
     manifest = read_manifest(args.checkpoint)

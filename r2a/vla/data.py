@@ -21,6 +21,7 @@ from demos.replay import StateReplayer
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.types import Episode
+from r2a.policies.dagger import DAGGER_META_KEY
 from r2a.vla.features import proprio_vector
 
 log = logging.getLogger(__name__)
@@ -108,7 +109,7 @@ def _check_cameras(ep: Episode, cameras: tuple[str, ...], number: int) -> None:
 
 
 def load_training_episodes(paths: list[str | Path]) -> tuple[list[Episode], list[dict]]:
-    """Successful episodes of every source, and a provenance record (path, sha256, counts) per source."""
+    """Learnable episodes of every source, and a provenance record (path, sha256, counts) per source."""
     episodes, sources = [], []
     for path in paths:
         kept, source = _successful_episodes(path)
@@ -119,14 +120,21 @@ def load_training_episodes(paths: list[str | Path]) -> tuple[list[Episode], list
     return episodes, sources
 
 
+def learnable(ep: Episode) -> bool:
+    """Successful demonstrations, and on-policy (DAgger) episodes whatever their outcome: the expert labelled
+    every one of their states, and the failed ones hold exactly the states a clone needs labels for."""
+    return bool(ep.success) or DAGGER_META_KEY in ep.meta
+
+
 def _successful_episodes(path: str | Path) -> tuple[list[Episode], dict]:
-    """One source's successful episodes and its provenance; a source without any only earns a warning."""
+    """One source's learnable episodes and its provenance; a source without any only earns a warning."""
     from demos.dataset import load_episodes, source_fingerprint
 
     loaded = load_episodes(path, load_images=True)
-    kept = [ep for ep in loaded if ep.success]
+    kept = [ep for ep in loaded if learnable(ep)]
     source = {"path": str(path), "sha256": source_fingerprint(path), "episodes": len(kept),
-              "skipped_failures": len(loaded) - len(kept), "frames": int(sum(len(e) for e in kept))}
+              "skipped_failures": len(loaded) - len(kept), "frames": int(sum(len(e) for e in kept)),
+              "on_policy_failures": sum(not ep.success for ep in kept)}
     log.info("%s: %d episodes, %d frames", path, len(kept), source["frames"])
     if not kept:
         log.warning("%s: no successful episodes, nothing to learn from it", path)
