@@ -85,6 +85,22 @@ def test_relabel_expert_skips_ahead_when_the_cube_is_already_in_hand():
     sim.close()
 
 
+def test_relabel_expert_goes_on_to_releasing_when_the_learner_already_placed_the_cube():
+    from demos.experts.scripted import make_expert
+
+    sim = _sim("Stack")
+    obs, driver = sim.reset(2), make_expert(sim)
+    for _ in range(200):
+        if driver.phase.name == "retreat":
+            break
+        obs = sim.step(driver.infer(obs)["actions"][0])
+    assert sim.evaluate()[0]["stacked"] and not sim.is_grasped("cubeA")
+    fresh, relabel = make_expert(sim).infer(obs), make_expert(sim, relabel=True).infer(obs)
+    assert fresh["phase"] == "hover"  # a script from the start: pick the red cube (off the tower) again
+    assert relabel["phase"] == "release" and relabel["actions"][0, 6] == -1.0
+    sim.close()
+
+
 def test_relabel_expert_falls_back_to_the_waypoint_above_when_the_hand_drifts_sideways():
     from demos.experts.scripted import make_expert
 

@@ -11,8 +11,9 @@ the learner's progress rather than its own script: a phase never times out (a ti
 on, but would label "lower" or "release" wherever a hovering learner happens to be); a waypoint the learner
 passed on its way down counts as reached, and the hand's yaw no longer holds a phase back (else a learner that
 descends straight onto a cube is told to go back up), while a hand that drifts more than twice that waypoint's
-tolerance sideways goes back to it; and when the object of a later pick is already in the hand, the expert
-skips ahead to lifting it instead of asking to open the hand again.
+tolerance sideways goes back to it; when the object of a later pick is already in the hand, the expert skips
+ahead to lifting it instead of asking to open the hand again; and when the learner let go of the held object
+where the place phase wanted it, the expert goes on to releasing instead of picking that object up again.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 OPEN, CLOSED = -1.0, 1.0
 POS_SCALE, ROT_SCALE = 0.05, 0.5  # OSC_POSE output_max for position (m) and rotation (rad)
 YAW_TOLERANCE = 0.08  # rad; descend only once the hand is turned, or it sweeps neighbouring objects
+PLACED = 0.02  # m; a let-go object this close to where the place phase lowers it to counts as placed
 #: grip site pointing straight down (world z flipped), fingers closing along world y at yaw 0
 DOWN = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
 
@@ -72,6 +74,8 @@ class Phase:
     holding: str | None = None
     #: a waypoint approached from above: in relabel mode, a hand below it within tolerance horizontally passed it
     from_above: bool = False
+    #: lowers the held object onto its place: in relabel mode, an object let go there was placed, not dropped
+    places: bool = False
 
 
 class ScriptedExpert:
@@ -92,6 +96,7 @@ class ScriptedExpert:
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         if self.relabel:
             self._catch_up()
+            self._skip_placed()
             self._fall_back()
         phase = self.phase
         if phase.holding is not None and not self.sim.is_grasped(phase.holding):
@@ -135,6 +140,18 @@ class ScriptedExpert:
         ahead = next((i for i in range(self._index, len(self.phases)) if self.phases[i].holding), None)
         if ahead is not None and ahead > self._index and self.sim.is_grasped(self.phases[ahead].holding):
             self._index, self._steps_in_phase, self._held = ahead, 0, 0
+
+    def _skip_placed(self) -> None:
+        """Skip past the next place phase when the learner already put its object there (e.g. let it drop)."""
+        ahead = next((i for i in range(self._index, len(self.phases)) if self.phases[i].places), None)
+        if ahead is None:
+            return
+        place = self.phases[ahead]
+        if any(p.holding not in (None, place.holding) for p in self.phases[self._index:ahead]):
+            return  # another object's pick comes first
+        if not self.sim.is_grasped(place.holding) \
+                and np.linalg.norm(place.target(self.sim) - self.sim.ee_pos()) < PLACED:
+            self._index, self._steps_in_phase, self._held = ahead + 1, 0, 0
 
     def _fall_back(self) -> None:
         """Return to the waypoint above when the hand has drifted sideways from it while descending below it."""
@@ -216,7 +233,7 @@ def place_on(held: str, base: str, rest_height: float, clearance: float = 0.04) 
     onto = lambda sim: sim.object_pos(base) + np.array([0.0, 0.0, rest_height + 0.005])  # noqa: E731
     return [
         Phase("carry", _carry(held, above), CLOSED, tolerance=0.008, max_steps=100, holding=held, from_above=True),
-        Phase("lower", _carry(held, onto), CLOSED, tolerance=0.006, max_steps=50, holding=held),
+        Phase("lower", _carry(held, onto), CLOSED, tolerance=0.006, max_steps=50, holding=held, places=True),
         Phase("release", lambda sim: sim.ee_pos(), OPEN, tolerance=1.0, hold_steps=6),
         Phase("retreat", _raised(0.17), OPEN, tolerance=0.02, max_steps=40),
     ]
