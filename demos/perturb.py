@@ -55,6 +55,8 @@ class PerturbConfig:
 class ActionPerturbation:
     """Turns the expert's action into the executed one; one instance per episode, seeded by the episode seed."""
 
+    META_KEY = "perturbation"  # where collection stores :meth:`summary` in the episode's metadata
+
     def __init__(self, config: PerturbConfig, seed: int) -> None:
         self.config = config
         self._rng = np.random.default_rng([seed, 0xDA27])
@@ -63,8 +65,6 @@ class ActionPerturbation:
         self._closed_for = 0
         self._open_left = 0
         self.drop_steps: list[int] = []
-
-    META_KEY = "perturbation"  # where collection stores :meth:`summary` in the episode's metadata
 
     def __call__(self, action: np.ndarray, step: int, obs: dict | None = None) -> np.ndarray:
         executed = np.array(action, dtype=np.float32, copy=True)
