@@ -86,7 +86,7 @@ class ScriptedExpert:
         self.reset()
 
     def reset(self) -> None:
-        self._index, self._steps_in_phase, self._held = 0, 0, 0
+        self._go_to(0)
         self._yaw_target: float | None = None
 
     @property
@@ -119,14 +119,15 @@ class ScriptedExpert:
             self._held += 1
         timed_out = self._steps_in_phase >= phase.max_steps and not self.relabel
         if self._held > phase.hold_steps or timed_out:
-            if self._index < len(self.phases) - 1:
-                self._index += 1
-            self._steps_in_phase, self._held = 0, 0
+            self._go_to(min(self._index + 1, len(self.phases) - 1))
+
+    def _go_to(self, index: int) -> None:
+        self._index, self._steps_in_phase, self._held = index, 0, 0
 
     def _restart_pick(self) -> None:
         """Go back to the hover phase of the current pick (the object slipped or was never grasped)."""
         hover = max(i for i in range(self._index + 1) if self.phases[i].name == "hover")
-        self._index, self._steps_in_phase, self._held = hover, 0, 0
+        self._go_to(hover)
         self._yaw_target = None
 
     def _distance(self, phase: Phase, error: np.ndarray) -> float:
@@ -139,7 +140,7 @@ class ScriptedExpert:
         """Skip to the next phase that holds an object when that object is in the hand already."""
         ahead = next((i for i in range(self._index, len(self.phases)) if self.phases[i].holding), None)
         if ahead is not None and ahead > self._index and self.sim.is_grasped(self.phases[ahead].holding):
-            self._index, self._steps_in_phase, self._held = ahead, 0, 0
+            self._go_to(ahead)
 
     def _skip_placed(self) -> None:
         """Skip past the next place phase when the learner already put its object there (e.g. let it drop)."""
@@ -151,7 +152,7 @@ class ScriptedExpert:
             return  # another object's pick comes first
         if not self.sim.is_grasped(place.holding) \
                 and np.linalg.norm(place.target(self.sim) - self.sim.ee_pos()) < PLACED:
-            self._index, self._steps_in_phase, self._held = ahead + 1, 0, 0
+            self._go_to(ahead + 1)
 
     def _fall_back(self) -> None:
         """Return to the waypoint above when the hand has drifted sideways from it while descending below it."""
@@ -160,7 +161,7 @@ class ScriptedExpert:
             return
         sideways = previous.target(self.sim)[:2] - self.sim.ee_pos()[:2]
         if float(np.linalg.norm(sideways)) > 2.0 * previous.tolerance:
-            self._index, self._steps_in_phase, self._held = self._index - 1, 0, 0
+            self._go_to(self._index - 1)
 
     def _rotation_error(self, phase: Phase) -> np.ndarray:
         """World-frame axis-angle from the current grip orientation to 'down, yaw-aligned with the object'."""

@@ -30,6 +30,11 @@ DAGGER_META_KEY = "dagger"
 _LEARNERS: "weakref.WeakKeyDictionary[Any, dict[str, Policy]]" = weakref.WeakKeyDictionary()
 
 
+def _check_beta(beta: float) -> None:
+    if not 0.0 <= beta <= 1.0:
+        raise R2AInputError(f"DAgger beta={beta}: expected the expert's share of chunks, 0 <= beta <= 1")
+
+
 class LearnerControl:
     """One episode's executor: the learner's action is executed, the expert's action stays the label."""
 
@@ -37,8 +42,7 @@ class LearnerControl:
 
     def __init__(self, learner: Policy, action_dim: int, beta: float = 0.0, seed: int = 0,
                  n_action_steps: int | None = None, name: str = "learner") -> None:
-        if not 0.0 <= beta <= 1.0:
-            raise R2AInputError(f"DAgger beta={beta}: expected the expert's share of chunks, 0 <= beta <= 1")
+        _check_beta(beta)
         self.beta, self.name = float(beta), name
         self._broker = ChunkBroker(learner, action_dim, n_action_steps)
         self._broker.reset()
@@ -75,8 +79,7 @@ class LearnerExecutor:
         from r2a.policies.registry import parse_policy_spec
 
         parse_policy_spec(self.spec)  # an unknown name fails here, before any worker process starts
-        if not 0.0 <= self.beta <= 1.0:
-            raise R2AInputError(f"DAgger beta={self.beta}: expected the expert's share of chunks, 0 <= beta <= 1")
+        _check_beta(self.beta)
 
     def __call__(self, sim: Any, seed: int) -> LearnerControl:
         learner = _learner(self.spec, sim)
