@@ -12,7 +12,7 @@ import torch
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA, STATE_STEP, image_key
 from r2a.vla.checkpoint import MANIFEST, WEIGHTS, load_checkpoint, read_manifest
-from r2a.vla.data import build_arrays, chunk_targets
+from r2a.vla.data import build_arrays, chunk_targets, merge_arrays
 from r2a_core.images import resize_image
 from r2a.vla.model import SpatialSoftmax, VLANet, VLANetConfig
 from r2a.vla.train import TrainConfig, random_shift, train_policy
@@ -259,7 +259,7 @@ def test_the_shipped_checkpoint_loads_and_acts():
 def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
     """Reading demo files in parallel processes gives exactly the arrays of reading them together."""
     from demos.hdf5_io import write_hdf5
-    from r2a.vla.data import load_training_arrays, merge_arrays
+    from r2a.vla.data import load_training_arrays
 
     lift = [make_episode(length=9, seed=0), make_episode(length=7, seed=2)]
     stack = [make_episode(length=8, seed=4, task="Stack")]
@@ -342,6 +342,21 @@ def test_release_frames_are_the_steps_before_the_gripper_opens():
     p = _sampling_probabilities(arrays, rows, {}, (4.0, 2))
     assert np.isclose(p[near].sum(), 6 * 4 / (6 * 4 + 14))
     assert np.allclose(_sampling_probabilities(arrays, rows, {}), 1 / len(arrays))
+
+
+def test_on_policy_frames_can_be_sampled_more_often():
+    from r2a.policies.dagger import DAGGER_META_KEY
+    from r2a.vla.train import _sampling_probabilities
+
+    episodes = [make_episode(length=10, seed=0), make_episode(length=5, seed=2)]
+    episodes[1].meta[DAGGER_META_KEY] = {"learner": "builtin", "beta": 0.1}
+    arrays = build_arrays(episodes, ("agentview", "wrist"), 16, 4, aux=False)
+    np.testing.assert_array_equal(arrays.on_policy, [False] * 10 + [True] * 5)
+    assert merge_arrays([arrays, arrays]).on_policy.sum() == 10
+    p = _sampling_probabilities(arrays, np.arange(len(arrays)), {}, on_policy_weight=3.0)
+    assert np.isclose(p[arrays.on_policy].sum(), 15 / 25)
+    with pytest.raises(R2AInputError, match="on_policy_weight"):
+        TrainConfig.from_yaml(None, ["on_policy_weight=0"])
 
 
 def test_validation_files_replace_the_every_nth_holdout(tmp_path):

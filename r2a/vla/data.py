@@ -42,6 +42,7 @@ class TrainingArrays:
     episode: np.ndarray  # (N,) episode number
     task_index: np.ndarray  # (N,) index into ``tasks``
     tasks: list[str]
+    on_policy: np.ndarray  # (N,) bool, frames of on-policy (DAgger) episodes
 
     def __len__(self) -> int:
         return len(self.proprio)
@@ -81,7 +82,8 @@ def build_arrays(episodes: list[Episode], cameras: tuple[str, ...], image_size: 
                           step=cat["step"].astype(np.int32), prompt_index=cat["prompt"].astype(np.int32),
                           prompts=prompts, actions=cat["actions"], action_mask=cat["mask"], aux=cat["aux"],
                           aux_mask=cat["aux_mask"], episode=cat["episode"].astype(np.int32),
-                          task_index=cat["task"].astype(np.int32), tasks=tasks)
+                          task_index=cat["task"].astype(np.int32), tasks=tasks,
+                          on_policy=cat["on_policy"].astype(bool))
 
 
 def _episode_rows(ep: Episode, number: int, prompts: list[str], tasks: list[str], cameras: tuple[str, ...],
@@ -97,7 +99,7 @@ def _episode_rows(ep: Episode, number: int, prompts: list[str], tasks: list[str]
         rows["aux"] = rows["aux_mask"] = np.zeros((n, 3 * AUX_OBJECTS), np.float32)
     rows.update(proprio=proprio_vector(ep.ee_pos, ep.ee_quat, ep.gripper), step=np.arange(n),
                 prompt=np.full(n, prompts.index(ep.instruction)), episode=np.full(n, number),
-                task=np.full(n, tasks.index(ep.task)))
+                task=np.full(n, tasks.index(ep.task)), on_policy=np.full(n, DAGGER_META_KEY in ep.meta))
     return rows
 
 
@@ -185,4 +187,4 @@ def merge_arrays(parts: list[TrainingArrays]) -> TrainingArrays:
         aux=cat(lambda part: part.aux), aux_mask=cat(lambda part: part.aux_mask),
         episode=np.concatenate([part.episode + offset for part, offset in zip(parts, offsets)]).astype(np.int32),
         task_index=cat(lambda part: np.array([tasks.index(t) for t in part.tasks], np.int32)[part.task_index]),
-        tasks=tasks)
+        tasks=tasks, on_policy=cat(lambda part: part.on_policy))

@@ -70,6 +70,9 @@ class TrainConfig:
     #: placement the stacking tasks fail at; 1: uniform)
     release_weight: float = 1.0
     release_window: int = 12
+    #: sampling weight of the frames of on-policy (DAgger) episodes: the states the policy itself reaches, which
+    #: the expert demos lack (1: uniform)
+    on_policy_weight: float = 1.0
     #: continue from this checkpoint's weights and normalization (same network config); None: from scratch
     init_from: str | None = None
     #: reuse the prompt embeddings stored in this checkpoint (init_from's are always reused), so a machine
@@ -91,6 +94,9 @@ class TrainConfig:
         config = cls(**raw)
         if config.n_action_steps > config.chunk or min(config.steps, config.batch_size, config.n_action_steps) < 1:
             raise R2AInputError(f"{path}: need steps, batch_size >= 1 and 1 <= n_action_steps <= chunk")
+        if min(config.release_weight, config.on_policy_weight) <= 0:
+            raise R2AInputError(f"{path or 'overrides'}: release_weight and on_policy_weight must be > 0, got "
+                                f"{config.release_weight} and {config.on_policy_weight}")
         return config
 
     def net_config(self) -> VLANetConfig:
@@ -274,7 +280,7 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     run = _wandb(config, out, wandb_mode)
     rng, history = np.random.default_rng(config.seed), []
     sampling = _sampling_probabilities(data.arrays, train_rows, config.task_weights,
-                                       (config.release_weight, config.release_window))
+                                       (config.release_weight, config.release_window), config.on_policy_weight)
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
                   "torch": torch.__version__, "device": str(device), "continued_from": _previous_stage(config.init_from)}
     optimizing_since, step = time.time(), 0
@@ -320,9 +326,9 @@ def _optimize(model: VLANet, optimizer: torch.optim.Optimizer, batch: dict[str, 
 
 
 def _sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weights: dict[str, float],
-                            release: tuple[float, int] = (1.0, 0)) -> np.ndarray:
-    """Per-row sampling probability: uniform over frames, scaled by each task's weight and by ``release`` =
-    (weight, window) for the frames just before a gripper release."""
+                            release: tuple[float, int] = (1.0, 0), on_policy_weight: float = 1.0) -> np.ndarray:
+    """Per-row sampling probability: uniform over frames, scaled by each task's weight, by ``release`` =
+    (weight, window) for the frames just before a gripper release, and by ``on_policy_weight`` for DAgger frames."""
     unknown = sorted(set(task_weights) - set(arrays.tasks))
     if unknown:
         raise R2AInputError(f"task_weights names {unknown}, which the demos do not contain ({arrays.tasks})")
@@ -331,6 +337,7 @@ def _sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weigh
     weight, window = release
     if weight != 1.0:
         weights = weights * np.where(release_frames(arrays, window)[rows], weight, 1.0)
+    weights = weights * np.where(arrays.on_policy[rows], on_policy_weight, 1.0)
     return weights / weights.sum()
 
 
