@@ -44,6 +44,9 @@ class CollectConfig:
     #: picklable ``executor(sim, seed) -> perturbation`` built once per episode: what the simulator executes
     #: instead of the expert's action (e.g. a learner, for DAgger); the expert then labels in relabel mode
     executor: Callable[[Any, int], Any] | None = None
+    #: record the expert's own next ``lookahead`` actions from every state (``Episode.label_chunks``; 0: off),
+    #: the chunk labels of on-policy data (:mod:`demos.lookahead`)
+    lookahead: int = 0
 
 
 @dataclass
@@ -78,15 +81,19 @@ def _init_worker(config: CollectConfig) -> None:
 
 def _record(args: tuple[int, int]) -> tuple[int, Episode]:
     from demos.experts.scripted import make_expert
+    from demos.lookahead import ExpertLookahead, chain
     from demos.rollout import run_episode
 
     index, seed = args
     sim, config = _WORKER["sim"], _WORKER["config"]
     perturbation = _episode_perturbation(config, sim, seed)
     expert = make_expert(sim, relabel=config.executor is not None)
-    episode, _ = run_episode(sim, expert, seed, perturb=perturbation)
+    lookahead = ExpertLookahead(sim, expert, config.lookahead) if config.lookahead else None
+    episode, _ = run_episode(sim, expert, seed, perturb=chain(lookahead, perturbation))
     if perturbation is not None:
         episode.meta[perturbation.META_KEY] = perturbation.summary()
+    if lookahead is not None:
+        episode.label_chunks = lookahead.chunks()
     return index, episode
 
 
@@ -108,6 +115,8 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     get_task(config.task)  # fail fast on an unknown task, before any process starts
     if config.episodes < 1 or config.workers < 1:
         raise R2AInputError(f"--episodes and --workers must be ≥ 1 (got {config.episodes}, {config.workers})")
+    if config.lookahead < 0:
+        raise R2AInputError(f"--lookahead must be ≥ 0 steps (got {config.lookahead})")
     sim_config = SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras)
     env_args = env_args_for(sim_config)
     jobs = [(i, config.seed + i) for i in range(config.episodes)]

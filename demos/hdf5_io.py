@@ -8,6 +8,7 @@ Layout written (and read)::
         actions          (T, A) float
         states           (T, S) flattened MuJoCo state            (optional)
         robot_states     (T, 9) finger qpos, EE pos, EE quat wxyz (optional)
+        label_chunks     (T, H, A) the labeller's own next H actions per state (optional; DAgger lookahead)
         rewards, dones   (T,)
         obs/agentview_rgb, obs/eye_in_hand_rgb   (T, H, W, 3) uint8
         obs/ee_pos (T,3), obs/ee_ori (T,3) axis-angle (LIBERO), obs/ee_quat (T,4) wxyz (r2a),
@@ -118,6 +119,7 @@ def _write_episode(group: h5py.Group, ep: Episode, compression: str | None) -> N
     put("actions", ep.actions)
     put("states", ep.sim_states)
     put("robot_states", ep.robot_states)
+    put("label_chunks", ep.label_chunks)
     rewards = np.zeros(n, dtype=np.float32)
     rewards[-1] = float(ep.success)
     put("rewards", rewards)
@@ -262,6 +264,7 @@ def _read_episode(g: h5py.Group, where: str, attrs: dict[str, Any], upright: boo
         images=_images(obs, upright) if load_images else {},
         sim_states=_field(g, where, "states", required=False),
         robot_states=_field(g, where, "robot_states", required=False),
+        label_chunks=_field(g, where, "label_chunks", required=False),
         success=bool(g.attrs.get("success", True)),
         meta=meta,
     )

@@ -83,6 +83,8 @@ class Episode:
 
     ``sim_states`` (robomimic ``states``) and ``robot_states`` are optional flattened simulator/robot states
     that allow replay; ``gripper_qpos`` holds the raw finger joint positions when the source has them.
+    ``label_chunks`` (T, H, A), when present, is the labeller's own next H actions from each state (DAgger
+    lookahead): the chunk target where the executed future is another policy's.
     """
 
     task: str
@@ -96,6 +98,7 @@ class Episode:
     images: dict[str, np.ndarray] = field(default_factory=dict)
     sim_states: np.ndarray | None = None
     robot_states: np.ndarray | None = None
+    label_chunks: np.ndarray | None = None
     success: bool = True
     meta: dict[str, Any] = field(default_factory=dict)
 
@@ -113,6 +116,9 @@ class Episode:
             value = getattr(self, name)
             if value is not None:
                 _expect_2d(value, f"{where}: {name}", None, n)
+        chunks, width = self.label_chunks, self.actions.shape[1]
+        if chunks is not None and (chunks.ndim != 3 or chunks.shape[0] != n or chunks.shape[2] != width):
+            raise R2AInputError(f"{where}: label_chunks has shape {chunks.shape}, expected ({n}, H, {width})")
         for cam, frames in self.images.items():
             if frames.ndim != 4 or frames.shape[0] != n or frames.shape[-1] != 3 or frames.dtype != np.uint8:
                 raise R2AInputError(

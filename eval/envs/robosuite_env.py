@@ -263,6 +263,25 @@ class SimEnv:
         self.sim.set_state_from_flattened(state)
         self.sim.forward()
 
+    def control_state(self) -> dict[str, np.ndarray]:
+        """What robosuite's controllers carry from one step to the next besides the MuJoCo state: each gripper's
+        ramped command (it moves 0.2 per step towards the commanded side) and each arm controller's nullspace
+        posture target (the joints at reset). With :meth:`set_state` it makes another simulator step identically."""
+        state = {f"gripper/{arm}": np.array(g.current_action) for arm, g in self.robot.gripper.items()}
+        for part, controller in self.robot.composite_controller.part_controllers.items():
+            if getattr(controller, "initial_joint", None) is not None:
+                state[f"posture/{part}"] = np.array(controller.initial_joint)
+        return state
+
+    def set_control_state(self, state: dict[str, np.ndarray]) -> None:
+        controllers = self.robot.composite_controller.part_controllers
+        for key, value in state.items():
+            kind, name = key.split("/", 1)
+            if kind == "gripper":
+                self.robot.gripper[name].current_action = np.array(value)
+            else:
+                controllers[name].initial_joint = np.array(value)
+
     def fingerprint(self) -> str:
         """Hash of the full simulator state: equal fingerprints mean identical initial conditions."""
         return hashlib.sha256(self.get_state().tobytes()).hexdigest()[:16]

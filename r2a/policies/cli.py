@@ -39,6 +39,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     dagger.add_argument("--workers", type=int, default=1, help="parallel simulator processes")
     dagger.add_argument("--image-size", type=int, default=64, help="square camera resolution in pixels")
     dagger.add_argument("--cameras", nargs="*", default=list(CAMERAS), help="cameras to record")
+    dagger.add_argument("--lookahead", type=int, default=0,
+                        help="also record the expert's own next N actions from every state, the chunk labels "
+                             "(a camera-less simulator copy rolls the expert out; 0: off)")
     info = sub.add_parser("info", help="describe a built-in VLA checkpoint (JSON)")
     info.add_argument("checkpoint")
     sub.add_parser("list", help="list the registered policy names")
@@ -71,7 +74,7 @@ def _dagger(args: argparse.Namespace) -> int:
     executor = LearnerExecutor(args.policy, args.beta)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
-                                   executor=executor))
+                                   executor=executor, lookahead=args.lookahead))
     print(json.dumps(result.to_dict()))
     return 0
 

@@ -56,6 +56,19 @@ def chunk_targets(actions: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarr
     return actions[np.minimum(index, t - 1)].astype(np.float32), mask
 
 
+def episode_chunk_targets(ep: Episode, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """The labeller's own chunks where recorded (DAgger lookahead; steps past their horizon masked), else the
+    recorded actions' future."""
+    if ep.label_chunks is None:
+        return chunk_targets(ep.actions, chunk)
+    h = min(chunk, ep.label_chunks.shape[1])
+    targets = np.repeat(ep.label_chunks[:, h - 1:h], chunk, axis=1).astype(np.float32)
+    targets[:, :h] = ep.label_chunks[:, :h]
+    mask = np.zeros((len(ep), chunk), np.float32)
+    mask[:, :h] = 1.0
+    return targets, mask
+
+
 def object_offsets(episode: Episode, replayer: StateReplayer) -> tuple[np.ndarray, np.ndarray]:
     """Positions of (up to 3 of) the task's objects relative to the EE per frame, and their mask."""
     n = len(episode)
@@ -92,7 +105,7 @@ def _episode_rows(ep: Episode, number: int, prompts: list[str], tasks: list[str]
     n = len(ep)
     rows = {f"image/{cam}": np.stack([resize_image(frame, (image_size, image_size)) for frame in ep.images[cam]])
             for cam in cameras}
-    rows["actions"], rows["mask"] = chunk_targets(ep.actions, chunk)
+    rows["actions"], rows["mask"] = episode_chunk_targets(ep, chunk)
     if replayer is not None:
         rows["aux"], rows["aux_mask"] = object_offsets(ep, replayer)
     else:

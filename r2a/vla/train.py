@@ -280,7 +280,8 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     run = _wandb(config, out, wandb_mode)
     rng, history = np.random.default_rng(config.seed), []
     sampling = _sampling_probabilities(data.arrays, train_rows, config.task_weights,
-                                       (config.release_weight, config.release_window), config.on_policy_weight)
+                                       (config.release_weight, config.release_window),
+                                       config.on_policy_weight)
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
                   "torch": torch.__version__, "device": str(device), "continued_from": _previous_stage(config.init_from)}
     optimizing_since, step = time.time(), 0
