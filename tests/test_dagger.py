@@ -164,6 +164,7 @@ def test_policy_dagger_command_with_the_shipped_checkpoint(tmp_path):
     dagger = episode.meta["dagger"]
     assert dagger["learner"] == "builtin" and dagger["learner_steps"] + dagger["expert_steps"] == len(episode)
     assert episode.images["agentview"].shape[1:] == (64, 64, 3)
+    assert episode.label_chunks.shape == (len(episode), 8, 7)  # lookahead chunk labels by default
     bad = r2a("policy", "dagger", "--policy", "builtin", "--task", "Lift", "--episodes", "1", "--beta", "2",
               "--out", str(tmp_path / "bad.hdf5"))
     assert bad.returncode == 2 and "0 <= beta <= 1" in bad.stderr and not (tmp_path / "bad.hdf5").exists()

@@ -39,9 +39,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     dagger.add_argument("--workers", type=int, default=1, help="parallel simulator processes")
     dagger.add_argument("--image-size", type=int, default=64, help="square camera resolution in pixels")
     dagger.add_argument("--cameras", nargs="*", default=list(CAMERAS), help="cameras to record")
-    dagger.add_argument("--lookahead", type=int, default=0,
+    dagger.add_argument("--lookahead", type=int, default=8,
                         help="also record the expert's own next N actions from every state, the chunk labels "
-                             "(a camera-less simulator copy rolls the expert out; 0: off)")
+                             "(a camera-less simulator copy rolls the expert out; ~3x the collection time at 8; "
+                             "0: off, train on the recorded future, which overshoots)")
     info = sub.add_parser("info", help="describe a built-in VLA checkpoint (JSON)")
     info.add_argument("checkpoint")
     sub.add_parser("list", help="list the registered policy names")
