@@ -9,8 +9,9 @@ from that state: roll the expert out for H steps in a camera-less copy of the si
 state, and record its actions (``Episode.label_chunks``).
 
 A shadow copy reproduces the future: it gets the MuJoCo state and what robosuite's controllers carry between
-steps (``SimEnv.control_state``), and the expert's phase machine is copied. When the expert itself drives,
-the lookahead chunk at step t is the recorded actions t…t+H−1 (a test checks this).
+steps (``SimEnv.control_state``, including the stale kinematics cache robosuite steps on right after a reset),
+and the expert's phase machine is copied. When the expert itself drives, the lookahead chunk at step t is the
+recorded actions t…t+H−1, from the first step on (a test checks this).
 """
 
 from __future__ import annotations

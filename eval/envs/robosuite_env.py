@@ -265,12 +265,20 @@ class SimEnv:
 
     def control_state(self) -> dict[str, np.ndarray]:
         """What robosuite's controllers carry from one step to the next besides the MuJoCo state: each gripper's
-        ramped command (it moves 0.2 per step towards the commanded side) and each arm controller's nullspace
-        posture target (the joints at reset). With :meth:`set_state` it makes another simulator step identically."""
+        ramped command (it moves 0.2 per step towards the commanded side), each arm controller's nullspace
+        posture target (the joints at reset) and whether its cached kinematics are stale. Right after a reset
+        robosuite steps once on the cache it filled before the fingers were placed (``new_update`` is False), so
+        a stale controller's cached arrays travel too. With :meth:`set_state` it makes another simulator step
+        identically."""
         state = {f"gripper/{arm}": np.array(g.current_action) for arm, g in self.robot.gripper.items()}
         for part, controller in self.robot.composite_controller.part_controllers.items():
             if getattr(controller, "initial_joint", None) is not None:
                 state[f"posture/{part}"] = np.array(controller.initial_joint)
+            stale = not getattr(controller, "new_update", True)
+            state[f"stale/{part}"] = np.array(stale)
+            if stale:
+                state.update({f"cache/{part}/{name}": value.copy() for name, value in vars(controller).items()
+                              if isinstance(value, np.ndarray)})
         return state
 
     def set_control_state(self, state: dict[str, np.ndarray]) -> None:
@@ -279,8 +287,13 @@ class SimEnv:
             kind, name = key.split("/", 1)
             if kind == "gripper":
                 self.robot.gripper[name].current_action = np.array(value)
-            else:
+            elif kind == "posture":
                 controllers[name].initial_joint = np.array(value)
+            elif kind == "stale":
+                controllers[name].new_update = not bool(value)
+            else:  # cache/<part>/<attribute>
+                part, attribute = name.split("/", 1)
+                setattr(controllers[part], attribute, np.array(value))
 
     def fingerprint(self) -> str:
         """Hash of the full simulator state: equal fingerprints mean identical initial conditions."""
