@@ -232,6 +232,29 @@ def test_training_can_continue_from_a_checkpoint(tiny_checkpoint, tmp_path):
                      tmp_path / "bad")
 
 
+def test_checkpoints_continued_from_one_start_average_and_others_are_refused(tiny_checkpoint, tmp_path):
+    from demos.hdf5_io import write_hdf5
+    from r2a.policies.cli import build_parser, run
+    from r2a.vla.checkpoint import average_checkpoints
+
+    demos = write_hdf5(tmp_path / "d.hdf5", [make_episode(length=9, seed=0)], env_args={"env_name": "Lift"})
+    train_policy(TrainConfig.from_yaml(None, TINY + ["steps=2", f"init_from={tiny_checkpoint}", "holdout_every=0",
+                                                     "lr=0.1"]), [demos], tmp_path / "more")
+    assert run(build_parser("r2a policy").parse_args(["average", str(tiny_checkpoint), str(tmp_path / "more"),
+                                                      "--out", str(tmp_path / "soup")])) == 0
+    a, b, soup = (load_checkpoint(p).model.state_dict()
+                  for p in (tiny_checkpoint, tmp_path / "more", tmp_path / "soup"))
+    name = next(k for k in a if a[k].is_floating_point() and not torch.equal(a[k], b[k]))
+    torch.testing.assert_close(soup[name], (a[name] + b[name]) / 2)
+    assert len(load_checkpoint(tmp_path / "soup").provenance["averaged"]) == 2
+    other = tmp_path / "other"
+    train_policy(TrainConfig.from_yaml(None, TINY + ["steps=2", "holdout_every=0"]), [demos], other)
+    with pytest.raises(R2AInputError, match="normalization"):
+        average_checkpoints([tiny_checkpoint, other], tmp_path / "bad")
+    with pytest.raises(R2AInputError, match="at least two"):
+        average_checkpoints([tiny_checkpoint], tmp_path / "bad")
+
+
 def test_task_weights_shift_the_sampling():
     from r2a.vla.train import _sampling_probabilities
 

@@ -43,6 +43,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="also record the expert's own next N actions from every state, the chunk labels "
                              "(a camera-less simulator copy rolls the expert out; ~3x the collection time at 8; "
                              "0: off, train on the recorded future, which overshoots)")
+    average = sub.add_parser("average", help="average the weights of built-in VLA checkpoints continued from one "
+                                             "start (a model soup)")
+    average.add_argument("checkpoints", nargs="+")
+    average.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
     info = sub.add_parser("info", help="describe a built-in VLA checkpoint (JSON)")
     info.add_argument("checkpoint")
     sub.add_parser("list", help="list the registered policy names")
@@ -54,7 +58,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 
 def run(args: argparse.Namespace) -> int:
-    return {"train": _train, "dagger": _dagger, "info": _info, "list": _list, "serve": _serve}[args.command](args)
+    return {"train": _train, "dagger": _dagger, "average": _average, "info": _info, "list": _list,
+            "serve": _serve}[args.command](args)
 
 
 def _train(args: argparse.Namespace) -> int:
@@ -77,6 +82,13 @@ def _dagger(args: argparse.Namespace) -> int:
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
                                    executor=executor, lookahead=args.lookahead))
     print(json.dumps(result.to_dict()))
+    return 0
+
+
+def _average(args: argparse.Namespace) -> int:
+    from r2a.vla.checkpoint import average_checkpoints
+
+    print(json.dumps({"out": str(average_checkpoints(args.checkpoints, args.out))}))
     return 0
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +101,28 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
                       prompts={p: np.asarray(v, np.float32) for p, v in manifest["prompts"].items()},
                       action_space=manifest["action_space"], n_action_steps=int(manifest["n_action_steps"]),
                       train_config=manifest.get("train_config", {}), provenance=manifest.get("provenance", {}))
+
+
+def average_checkpoints(paths: Sequence[str | Path], out: str | Path) -> Path:
+    """The uniform average of several checkpoints' weights (a "model soup", Wortsman et al. 2022).
+
+    Meaningful only for checkpoints continued from one start, so the networks and the normalization must match.
+    """
+    if len(paths) < 2:
+        raise R2AInputError(f"average: give at least two checkpoints (got {len(paths)})")
+    ckpts = [load_checkpoint(path) for path in paths]
+    first = ckpts[0]
+    for path, ckpt in zip(paths[1:], ckpts[1:]):
+        if ckpt.model.config != first.model.config:
+            raise R2AInputError(f"{path}: its network {ckpt.model.config} differs from {paths[0]}'s")
+        for key, value in first.stats.items():
+            other = ckpt.stats.get(key)
+            if other is None or other.shape != value.shape or not np.allclose(other, value):
+                raise R2AInputError(f"{path}: normalization '{key}' differs from {paths[0]}'s; average only "
+                                    f"checkpoints continued from one start (init_from)")
+    states = [ckpt.model.state_dict() for ckpt in ckpts]
+    first.model.load_state_dict({name: torch.stack([s[name] for s in states]).mean(0) if value.is_floating_point()
+                                 else value for name, value in states[0].items()})
+    prompts = {p: e for ckpt in reversed(ckpts) for p, e in ckpt.prompts.items()}
+    provenance = {"averaged": [{"path": str(path), "provenance": ckpt.provenance} for path, ckpt in zip(paths, ckpts)]}
+    return save_checkpoint(replace(first, prompts=prompts, provenance=provenance), out)
