@@ -9,6 +9,15 @@ from pathlib import Path
 from r2a_core.types import CAMERAS
 
 
+def add_expert_argument(parser: argparse.ArgumentParser) -> None:
+    """``--expert``: which scripted-expert variant labels the episodes (shared by collect and dagger)."""
+    from demos.experts.scripted import EXPERT_VARIANTS
+
+    parser.add_argument("--expert", choices=list(EXPERT_VARIANTS), default="scripted",
+                        help="scripted-expert variant: 'scripted' centres a held cube within 8 mm above its base, "
+                             "then lowers it (every shipped file); 'scripted-funnel' centres it while lowering")
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -25,6 +34,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         "the expert's action stays the label")
     c.add_argument("--perturb-drop", type=float, default=0.0,
                    help="DART: probability per episode of one forced gripper opening while holding an object")
+    add_expert_argument(c)
     r = sub.add_parser("rerender", help="render a file's camera images again from its recorded states "
                                         "(after a camera change), copying everything else")
     r.add_argument("source", type=Path, help="input .hdf5 with recorded 'states'")
@@ -53,6 +63,6 @@ def run(args: argparse.Namespace) -> int:
     perturb = PerturbConfig(noise=args.perturb_noise, drop_prob=args.perturb_drop)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
-                                   perturb=perturb))
+                                   perturb=perturb, expert=args.expert))
     print(json.dumps(result.to_dict()))
     return 0

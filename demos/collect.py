@@ -47,6 +47,8 @@ class CollectConfig:
     #: record the expert's own next ``lookahead`` actions from every state (``Episode.label_chunks``; 0: off),
     #: the chunk labels of on-policy data (:mod:`demos.lookahead`)
     lookahead: int = 0
+    #: the scripted-expert variant that labels (``demos.experts.scripted.EXPERT_VARIANTS``)
+    expert: str = "scripted"
 
 
 @dataclass
@@ -87,9 +89,10 @@ def _record(args: tuple[int, int]) -> tuple[int, Episode]:
     index, seed = args
     sim, config = _WORKER["sim"], _WORKER["config"]
     perturbation = _episode_perturbation(config, sim, seed)
-    expert = make_expert(sim, relabel=config.executor is not None)
+    expert = make_expert(sim, relabel=config.executor is not None, variant=config.expert)
     lookahead = ExpertLookahead(sim, expert, config.lookahead) if config.lookahead else None
     episode, _ = run_episode(sim, expert, seed, perturb=chain(lookahead, perturbation))
+    episode.meta["expert"] = config.expert
     if perturbation is not None:
         episode.meta[perturbation.META_KEY] = perturbation.summary()
     if lookahead is not None:
@@ -108,11 +111,13 @@ def _episode_perturbation(config: CollectConfig, sim, seed: int):
 
 def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     """Record ``config.episodes`` expert episodes into ``config.out`` (atomically)."""
+    from demos.experts.scripted import expert_variant
     from demos.hdf5_io import HDF5EpisodeWriter
     from eval.envs.robosuite_env import SimConfig, env_args_for
     from eval.envs.tasks import get_task
 
-    get_task(config.task)  # fail fast on an unknown task, before any process starts
+    get_task(config.task)  # fail fast on an unknown task or expert, before any process starts
+    expert_variant(config.expert)
     if config.episodes < 1 or config.workers < 1:
         raise R2AInputError(f"--episodes and --workers must be ≥ 1 (got {config.episodes}, {config.workers})")
     if config.lookahead < 0:

@@ -117,6 +117,54 @@ def test_relabel_expert_falls_back_to_the_waypoint_above_when_the_hand_drifts_si
     sim.close()
 
 
+def _hover_off_centre(sim, expert, seed: int, sideways: float):
+    """Let the (relabel) expert drive Stack until it starts lowering the red cube, then push the hand sideways
+    until the cube hangs more than ``sideways`` (m) off centre above the green one."""
+    obs = sim.reset(seed)
+    for _ in range(200):
+        if expert.phase.name == "lower":
+            break
+        obs = sim.step(expert.infer(obs)["actions"][0])
+    assert expert.phase.name == "lower" and sim.is_grasped("cubeA")
+    for _ in range(10):
+        if np.linalg.norm(sim.object_pos("cubeA")[:2] - sim.object_pos("cubeB")[:2]) > sideways:
+            break
+        obs = sim.step(np.array([0, 0.4, 0, 0, 0, 0, 1], np.float32))
+    return obs
+
+
+def test_funnel_expert_lowers_and_centres_together_where_the_default_goes_back_up():
+    from demos.experts.scripted import FUNNEL_SLOPE, make_expert
+
+    sim = _sim("Stack")
+    expert = make_expert(sim, relabel=True, variant="scripted-funnel")
+    obs = _hover_off_centre(sim, expert, seed=2, sideways=0.017)
+    offset = sim.object_pos("cubeA") - sim.object_pos("cubeB")
+    sideways, height = float(np.linalg.norm(offset[:2])), float(offset[2] - 0.045 - 0.005)
+    assert 0.016 < sideways < 0.03 and height > FUNNEL_SLOPE * sideways  # off centre, above the funnel
+    default = make_expert(sim, relabel=True)
+    default._go_to(expert._index)  # the same phase: lowering
+    assert default.infer(obs)["phase"] == "carry"  # drifted > 2 x 8 mm: back up to the waypoint above
+    label = expert.infer(obs)
+    assert label["phase"] == "lower"
+    action = label["actions"][0]
+    assert action[2] < 0 and float(action[:2] @ -offset[:2]) > 0  # down and back towards the centre at once
+    for _ in range(3):  # held low but off centre, the label centres it without lifting it back up
+        obs = sim.step(np.array([0, 0, -1, 0, 0, 0, 1], np.float32))
+    offset = sim.object_pos("cubeA") - sim.object_pos("cubeB")
+    label = expert.infer(obs)
+    assert label["phase"] == "lower" and label["actions"][0][2] <= 0.05
+    assert float(label["actions"][0][:2] @ -offset[:2]) > 0
+    sim.close()
+
+
+def test_unknown_expert_variant_lists_the_valid_ones():
+    from demos.experts.scripted import expert_variant
+
+    with pytest.raises(R2AInputError, match="valid: scripted, scripted-funnel"):
+        expert_variant("funnel")
+
+
 def test_idle_learner_episode_keeps_expert_labels_and_training_keeps_the_failure(idle_learner, tmp_path):
     from demos.collect import CollectConfig, collect
     from demos.hdf5_io import read_hdf5
@@ -131,6 +179,7 @@ def test_idle_learner_episode_keeps_expert_labels_and_training_keeps_the_failure
     assert np.abs(episode.actions[:, :3]).max() > 0.5 and np.all(episode.actions[:, 6] == -1)  # "go, open"
     assert episode.meta["dagger"] == {"learner": idle_learner, "beta": 0.0, "learner_steps": 150,
                                       "expert_steps": 0}
+    assert episode.meta["expert"] == "scripted"  # the default variant, recorded
     kept, (source,) = load_training_episodes([out])
     assert len(kept) == 1 and source["on_policy_failures"] == 1 and source["skipped_failures"] == 0
 
@@ -154,7 +203,7 @@ def test_policy_dagger_command_with_the_shipped_checkpoint(tmp_path):
     pytest.importorskip("robosuite")
     out = tmp_path / "lift_dagger.hdf5"
     done = r2a("policy", "dagger", "--policy", "builtin", "--task", "Lift", "--episodes", "1", "--beta", "0.5",
-               "--seed", "100", "--out", str(out))
+               "--seed", "100", "--expert", "scripted-funnel", "--out", str(out))
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["episodes"] == 1 and summary["out"] == str(out)
@@ -163,6 +212,7 @@ def test_policy_dagger_command_with_the_shipped_checkpoint(tmp_path):
     (episode,) = read_hdf5(out)
     dagger = episode.meta["dagger"]
     assert dagger["learner"] == "builtin" and dagger["learner_steps"] + dagger["expert_steps"] == len(episode)
+    assert episode.meta["expert"] == "scripted-funnel"
     assert episode.images["agentview"].shape[1:] == (64, 64, 3)
     assert episode.label_chunks.shape == (len(episode), 8, 7)  # lookahead chunk labels by default
     bad = r2a("policy", "dagger", "--policy", "builtin", "--task", "Lift", "--episodes", "1", "--beta", "2",

@@ -10,9 +10,9 @@ from eval.envs.tasks import TASKS
 pytest.importorskip("robosuite")
 
 
-def _success_rate(task: str, seeds: range) -> tuple[float, list[dict]]:
+def _success_rate(task: str, seeds: range, variant: str = "scripted") -> tuple[float, list[dict]]:
     sim = SimEnv(SimConfig(task=task, cameras=()))
-    summaries = [run_episode(sim, make_expert(sim), seed, record=False)[1] for seed in seeds]
+    summaries = [run_episode(sim, make_expert(sim, variant=variant), seed, record=False)[1] for seed in seeds]
     sim.close()
     return sum(s["success"] for s in summaries) / len(summaries), summaries
 
@@ -30,3 +30,9 @@ def test_expert_succeeds_and_latches_every_stage(task):
 def test_expert_success_rate_is_at_least_95_percent(task):
     rate, _ = _success_rate(task, range(40))
     assert rate >= 0.95
+
+
+@pytest.mark.parametrize("task", ["Stack", "StackThree"])
+def test_funnel_expert_succeeds_and_latches_every_stage(task):
+    rate, summaries = _success_rate(task, range(100, 103), variant="scripted-funnel")
+    assert rate == 1.0 and all(all(s["stages"].values()) for s in summaries), summaries

@@ -4,7 +4,9 @@ An expert reads object poses from the simulator (it is bound to a :class:`~eval.
 walks a list of phases — hover, descend, close, lift, carry, lower, open, retreat — each re-targeting on the
 *current* object poses every step, so small slips are corrected rather than replayed. Actions are robosuite
 OSC_POSE deltas in [-1, 1] (±5 cm and ±0.5 rad per step at full scale); the gripper is -1 open, +1 closed.
-It implements the Policy protocol and returns a one-step chunk.
+It implements the Policy protocol and returns a one-step chunk. Variants (``EXPERT_VARIANTS``) differ in how a
+held object is lowered onto its base: ``scripted`` centres it within 8 mm above the base, then lowers it;
+``scripted-funnel`` lowers it through a funnel (:func:`_funnel`), centring and lowering at once.
 
 In *relabel* mode the expert labels states another policy reached (DAgger) instead of driving, and it follows
 the learner's progress rather than its own script: a phase never times out (a time-out moves a driving expert
@@ -33,6 +35,8 @@ OPEN, CLOSED = -1.0, 1.0
 POS_SCALE, ROT_SCALE = 0.05, 0.5  # OSC_POSE output_max for position (m) and rotation (rad)
 YAW_TOLERANCE = 0.08  # rad; descend only once the hand is turned, or it sweeps neighbouring objects
 PLACED = 0.02  # m; a let-go object this close to where the place phase lowers it to counts as placed
+#: lowering a held object: the most height (m) above its rest allowed per metre of sideways error (a funnel)
+FUNNEL_SLOPE = 2.0
 #: grip site pointing straight down (world z flipped), fingers closing along world y at yaw 0
 DOWN = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
 
@@ -228,13 +232,49 @@ def pick(obj: str, grasp_dz: float = 0.0, lift: float = 0.12, yaw: bool = True) 
     ]
 
 
-def place_on(held: str, base: str, rest_height: float, clearance: float = 0.04) -> list[Phase]:
+@dataclass(frozen=True)
+class Placement:
+    """How a held object is lowered onto its base."""
+
+    #: how close (m) above the base the carried object must come before lowering starts
+    carry_tolerance: float
+    #: lower through :func:`_funnel` (centring on the way down) instead of straight onto the base
+    funnel: bool
+
+
+#: expert variants by name; ``scripted`` made every shipped demonstration file
+EXPERT_VARIANTS: dict[str, Placement] = {
+    "scripted": Placement(carry_tolerance=0.008, funnel=False),
+    "scripted-funnel": Placement(carry_tolerance=0.02, funnel=True),
+}
+
+
+def _funnel(goal: Callable[["SimEnv"], np.ndarray], moving: Callable[["SimEnv"], np.ndarray],
+            top: float) -> Callable[["SimEnv"], np.ndarray]:
+    """Where ``moving`` goes on its way down to ``goal``: centred over it, and down only as far as its sideways
+    error allows (``FUNNEL_SLOPE``, at most ``top`` above the goal), never back up.
+
+    Descending and centring happen together, so the vertical command is a smooth function of the state. The
+    "centre within a few mm, then lower" rule instead labels two nearly identical hover states (7 vs 9 mm off,
+    the same pixel at 64 px) with opposite vertical motions.
+    """
+    def target(sim: "SimEnv") -> np.ndarray:
+        end, now = goal(sim), moving(sim)
+        sideways = float(np.linalg.norm(now[:2] - end[:2]))
+        height = min(FUNNEL_SLOPE * sideways, top, max(float(now[2] - end[2]), 0.0))
+        return end + np.array([0.0, 0.0, height])
+    return target
+
+
+def place_on(held: str, base: str, rest_height: float, placement: Placement, clearance: float = 0.04) -> list[Phase]:
     """Carry ``held`` above ``base``, lower until its centre is ``rest_height`` above ``base``'s, release."""
     above = lambda sim: sim.object_pos(base) + np.array([0.0, 0.0, rest_height + clearance])  # noqa: E731
     onto = lambda sim: sim.object_pos(base) + np.array([0.0, 0.0, rest_height + 0.005])  # noqa: E731
+    lower = _funnel(onto, lambda sim: sim.object_pos(held), clearance) if placement.funnel else onto
     return [
-        Phase("carry", _carry(held, above), CLOSED, tolerance=0.008, max_steps=100, holding=held, from_above=True),
-        Phase("lower", _carry(held, onto), CLOSED, tolerance=0.006, max_steps=50, holding=held, places=True),
+        Phase("carry", _carry(held, above), CLOSED, tolerance=placement.carry_tolerance, max_steps=100,
+              holding=held, from_above=True),
+        Phase("lower", _carry(held, lower), CLOSED, tolerance=0.006, max_steps=50, holding=held, places=True),
         Phase("release", lambda sim: sim.ee_pos(), OPEN, tolerance=1.0, hold_steps=6),
         Phase("retreat", _raised(0.17), OPEN, tolerance=0.02, max_steps=40),
     ]
@@ -256,19 +296,26 @@ def _hold(sim: "SimEnv") -> list[Phase]:
     return [Phase("hold", lambda s: s.ee_pos(), OPEN, tolerance=1.0, hold_steps=10_000)]
 
 
-EXPERT_PHASES: dict[str, Callable[["SimEnv"], list[Phase]]] = {
-    "Lift": lambda sim: pick("cube", lift=0.15) + [
+EXPERT_PHASES: dict[str, Callable[["SimEnv", Placement], list[Phase]]] = {
+    "Lift": lambda sim, placement: pick("cube", lift=0.15) + [
         Phase("hold", _raised(0.15), CLOSED, tolerance=1.0, hold_steps=10_000)],
-    "Stack": lambda sim: pick("cubeA") + place_on("cubeA", "cubeB", 0.045) + _hold(sim),
-    "PickPlaceCan": _can_phases,
-    "StackThree": lambda sim: pick("cubeA") + place_on("cubeA", "cubeB", 0.045)
-    + pick("cubeC", lift=0.16) + place_on("cubeC", "cubeA", 0.04) + _hold(sim),
+    "Stack": lambda sim, placement: pick("cubeA") + place_on("cubeA", "cubeB", 0.045, placement) + _hold(sim),
+    "PickPlaceCan": lambda sim, placement: _can_phases(sim),
+    "StackThree": lambda sim, placement: pick("cubeA") + place_on("cubeA", "cubeB", 0.045, placement)
+    + pick("cubeC", lift=0.16) + place_on("cubeC", "cubeA", 0.04, placement) + _hold(sim),
 }
 
 
-def make_expert(sim: "SimEnv", relabel: bool = False) -> ScriptedExpert:
+def make_expert(sim: "SimEnv", relabel: bool = False, variant: str = "scripted") -> ScriptedExpert:
     """The scripted expert for the task ``sim`` was built for (``relabel``: labelling another policy's states)."""
     name = sim.task.name
     if name not in EXPERT_PHASES:
         raise R2AInputError(f"no scripted expert for task '{name}'; experts exist for: {', '.join(EXPERT_PHASES)}")
-    return ScriptedExpert(sim, EXPERT_PHASES[name](sim), relabel=relabel)
+    return ScriptedExpert(sim, EXPERT_PHASES[name](sim, expert_variant(variant)), relabel=relabel)
+
+
+def expert_variant(name: str) -> Placement:
+    """The named expert variant; an unknown name lists the valid ones."""
+    if name not in EXPERT_VARIANTS:
+        raise R2AInputError(f"unknown expert '{name}'; valid: {', '.join(EXPERT_VARIANTS)}")
+    return EXPERT_VARIANTS[name]

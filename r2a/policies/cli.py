@@ -9,6 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
+from demos.cli import add_expert_argument
 from r2a_core.types import CAMERAS
 
 log = logging.getLogger(__name__)
@@ -43,6 +44,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="also record the expert's own next N actions from every state, the chunk labels "
                              "(a camera-less simulator copy rolls the expert out; ~3x the collection time at 8; "
                              "0: off, train on the recorded future, which overshoots)")
+    add_expert_argument(dagger)
     average = sub.add_parser("average", help="average the weights of built-in VLA checkpoints continued from one "
                                              "start (a model soup)")
     average.add_argument("checkpoints", nargs="+")
@@ -80,7 +82,7 @@ def _dagger(args: argparse.Namespace) -> int:
     executor = LearnerExecutor(args.policy, args.beta)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
-                                   executor=executor, lookahead=args.lookahead))
+                                   executor=executor, lookahead=args.lookahead, expert=args.expert))
     print(json.dumps(result.to_dict()))
     return 0
 
