@@ -14,8 +14,8 @@ from r2a_core.types import OSC_POSE_DELTA, STATE_STEP, image_key
 from r2a.vla.checkpoint import MANIFEST, WEIGHTS, load_checkpoint, read_manifest
 from r2a.vla.data import build_arrays, chunk_targets, merge_arrays
 from r2a_core.images import resize_image
-from r2a.vla.model import SpatialSoftmax, VLANet, VLANetConfig
-from r2a.vla.train import TrainConfig, random_shift, train_policy
+from r2a.vla.model import SpatialSoftmax, VLANet, VLANetConfig, expand_action_modes
+from r2a.vla.train import TrainConfig, losses, random_shift, train_policy
 from tests.conftest import make_episode
 
 TINY = ["steps=6", "batch_size=8", "chunk=4", "n_action_steps=2", "image_size=16", "conv_channels=8",
@@ -62,6 +62,67 @@ def test_model_output_shapes():
     images = {cam: torch.rand(2, 3, 16, 16) for cam in config.cameras}
     actions, aux = net(images, torch.zeros(2, 10), torch.zeros(2, 1), torch.zeros(2, 384))
     assert actions.shape == (2, 4, 7) and aux.shape == (2, 9)
+
+
+def _tiny_net(**overrides) -> VLANet:
+    return VLANet(VLANetConfig(image_size=16, chunk=4, conv_channels=8, keypoints=4, hidden=32, **overrides))
+
+
+def _net_inputs(batch: int) -> tuple:
+    """``batch`` copies of one observation."""
+    images = {cam: torch.rand(1, 3, 16, 16, generator=torch.Generator().manual_seed(0)).expand(batch, -1, -1, -1)
+              for cam in ("agentview", "wrist")}
+    return images, torch.zeros(batch, 10), torch.zeros(batch, 1), torch.zeros(batch, 384)
+
+
+def test_several_hypotheses_deploy_the_best_scored_chunk():
+    net = _tiny_net(action_modes=3).eval()
+    with torch.no_grad():
+        chunks, scores, _ = net.hypotheses(*_net_inputs(2))
+        executed, _ = net(*_net_inputs(2))
+    assert chunks.shape == (2, 3, 4, 7) and scores.shape == (2, 3)
+    for row in range(2):
+        torch.testing.assert_close(executed[row], chunks[row, scores[row].argmax()])
+
+
+def test_a_single_chunk_network_expands_to_hypotheses_that_start_from_its_chunk():
+    single = _tiny_net().eval()
+    multi = _tiny_net(action_modes=3).eval()
+    multi.load_state_dict(expand_action_modes(single.state_dict(), 3, 0.3, torch.Generator().manual_seed(0)))
+    with torch.no_grad():
+        chunk, _ = single(*_net_inputs(2))
+        chunks, scores, _ = multi.hypotheses(*_net_inputs(2))
+        executed, _ = multi(*_net_inputs(2))
+    torch.testing.assert_close(executed, chunk)  # uniform scores: hypothesis 0, the trained chunk itself
+    offsets = (chunks - chunk[:, None]).abs().mean(dim=(0, 2, 3))
+    assert offsets[0] == 0 and (offsets[1:] > 0.05).all()
+
+
+def _bimodal_fit(modes: int, steps: int = 300) -> tuple[torch.Tensor, dict]:
+    """Fit one input whose labels are +1 half of the time and -1 the other half (descend vs back up)."""
+    torch.manual_seed(0)
+    net = _tiny_net(action_modes=modes)
+    images, proprio, time, text = _net_inputs(8)
+    labels = torch.ones(8, 4, 7)
+    labels[::2] = -1.0
+    batch = {"images": images, "proprio": proprio, "time": time, "text": text, "actions": labels,
+             "mask": torch.ones(8, 4), "aux": torch.zeros(8, 9), "aux_mask": torch.zeros(8, 9)}
+    optimizer = torch.optim.Adam(net.parameters(), lr=3e-3)
+    for _ in range(steps):
+        loss, parts = losses(net, batch, aux_weight=0.0, wta_epsilon=0.05)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    with torch.no_grad():
+        return net({c: v[:1] for c, v in images.items()}, proprio[:1], time[:1], text[:1])[0], parts
+
+
+def test_hypotheses_keep_conflicting_labels_apart_where_one_l1_chunk_settles_between():
+    single, _ = _bimodal_fit(1)
+    multi, parts = _bimodal_fit(2)
+    assert single.abs().max() < 0.9  # L1's optimum lies anywhere between the modes: a hovering arm
+    assert parts["best_l1"] < 0.1  # each label has a hypothesis of its own
+    assert (multi.abs() > 0.9).all()  # and the executed chunk is one of them, whole
 
 
 def test_a_network_without_the_clock_ignores_the_time_input():
@@ -227,6 +288,13 @@ def test_training_can_continue_from_a_checkpoint(tiny_checkpoint, tmp_path):
     train_policy(TrainConfig.from_yaml(None, TINY + ["steps=2", f"init_from={tiny_checkpoint}", "holdout_every=0",
                                                      "time_input=false"]), [demos], tmp_path / "untimed")
     assert load_checkpoint(tmp_path / "untimed").model.config.time_input is False
+    train_policy(TrainConfig.from_yaml(None, TINY + ["steps=2", f"init_from={tiny_checkpoint}", "holdout_every=0",
+                                                     "action_modes=3"]), [demos], tmp_path / "modes")
+    modes = load_checkpoint(tmp_path / "modes")
+    assert modes.model.config.action_modes == 3 and "best_l1" in modes.provenance["history"][-1]
+    with pytest.raises(R2AInputError, match="differs"):  # hypotheses cannot be merged back into one chunk
+        train_policy(TrainConfig.from_yaml(None, TINY + ["steps=2", f"init_from={tmp_path / 'modes'}"]), [demos],
+                     tmp_path / "bad")
     with pytest.raises(R2AInputError, match="differs"):
         train_policy(TrainConfig.from_yaml(None, TINY + ["hidden=16", f"init_from={tiny_checkpoint}"]), [demos],
                      tmp_path / "bad")

@@ -5,6 +5,11 @@ coordinates of learned keypoints, which localize small objects far better than g
 sentence embedding of the instruction (computed outside, 384-d MiniLM); proprio and (optionally) the elapsed
 time; an MLP trunk; a head that predicts a chunk of ``chunk`` future actions. An auxiliary head predicts the
 task objects' positions relative to the gripper — used only as a training signal, never as an input.
+
+With ``action_modes`` K > 1 the head predicts K alternative chunks and a score for each (multiple-hypothesis
+prediction, trained winner-takes-all): where the labels of states the network cannot tell apart disagree
+(descend here, back up there), a single L1 head settles between them; K hypotheses keep each alternative whole
+and deployment executes the best-scored one. (Fine-tuned from the shipped checkpoint it stacked worse; README.)
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ class VLANetConfig:
     keypoints: int = 32
     hidden: int = 512
     aux_dim: int = 9  # 3 object slots × position relative to the gripper
+    #: alternative chunks the head predicts (1: a single L1-regressed chunk)
+    action_modes: int = 1
     #: feed the elapsed time to the network; False zeroes it (same weights, so a timed checkpoint can continue
     #: without the clock): a policy slower than its demonstrations otherwise meets times it never saw
     time_input: bool = True
@@ -96,16 +103,44 @@ class VLANet(nn.Module):
         width = feat * len(config.cameras) + 64 + 64
         self.trunk = nn.Sequential(nn.Linear(width, config.hidden), nn.LayerNorm(config.hidden), nn.ReLU(True),
                                    nn.Linear(config.hidden, config.hidden), nn.ReLU(True))
-        self.action_head = nn.Linear(config.hidden, config.chunk * config.action_dim)
+        self.action_head = nn.Linear(config.hidden, config.action_modes * config.chunk * config.action_dim)
+        if config.action_modes > 1:
+            self.mode_head = nn.Linear(config.hidden, config.action_modes)
         self.aux_head = nn.Linear(config.hidden, config.aux_dim)
 
     def forward(self, images: dict[str, torch.Tensor], proprio: torch.Tensor, time: torch.Tensor,
                 text: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """``images[cam]``: float (B, 3, S, S) in [0, 1]; ``proprio`` normalized (B, P); ``time`` (B, 1)."""
+        """``images[cam]``: float (B, 3, S, S) in [0, 1]; ``proprio`` normalized (B, P); ``time`` (B, 1).
+
+        Returns the (best-scored) normalized chunk ``(B, chunk, action_dim)`` and the aux outputs.
+        """
+        chunks, scores, aux = self.hypotheses(images, proprio, time, text)
+        best = scores.argmax(dim=1)
+        return chunks[torch.arange(len(best), device=best.device), best], aux
+
+    def hypotheses(self, images: dict[str, torch.Tensor], proprio: torch.Tensor, time: torch.Tensor,
+                   text: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """All K chunks ``(B, K, chunk, action_dim)``, their scores (logits, ``(B, K)``) and the aux outputs."""
         parts = [self.encoders[cam](images[cam] - 0.5) for cam in self.config.cameras]
         if not self.config.time_input:
             time = torch.zeros_like(time)
         parts += [self.text(text), self.proprio(torch.cat([proprio, time], dim=-1))]
         hidden = self.trunk(torch.cat(parts, dim=-1))
-        actions = self.action_head(hidden).reshape(-1, self.config.chunk, self.config.action_dim)
-        return actions, self.aux_head(hidden)
+        c = self.config
+        chunks = self.action_head(hidden).reshape(-1, c.action_modes, c.chunk, c.action_dim)
+        scores = self.mode_head(hidden) if c.action_modes > 1 else hidden.new_zeros(len(hidden), 1)
+        return chunks, scores, self.aux_head(hidden)
+
+
+def expand_action_modes(state: dict[str, torch.Tensor], modes: int, spread: float,
+                        generator: torch.Generator) -> dict[str, torch.Tensor]:
+    """A single-mode network's weights as a K-mode one: every hypothesis starts as the trained chunk, its bias
+    offset by Gaussian noise of ``spread`` (normalized action units) so winner-takes-all can tell them apart;
+    the scores start uniform."""
+    weight, bias = state["action_head.weight"], state["action_head.bias"]
+    offsets = torch.randn((modes, *bias.shape), generator=generator) * spread
+    offsets[0] = 0.0  # one hypothesis is exactly the trained head
+    hidden = weight.shape[1]
+    return {**state, "action_head.weight": weight.repeat(modes, 1),
+            "action_head.bias": (bias[None] + offsets).reshape(-1),
+            "mode_head.weight": torch.zeros(modes, hidden), "mode_head.bias": torch.zeros(modes)}

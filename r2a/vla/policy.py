@@ -41,6 +41,7 @@ class BuiltinVLAPolicy:
             raise R2AInputError(f"n_action_steps={self.n_action_steps}: expected 1..{self.config.chunk} (the chunk)")
         self.embedder = PromptEmbedder(ckpt.prompts)
         self.metadata = {"policy": "builtin", "checkpoint": str(self.path), "chunk": self.config.chunk,
+                         "action_modes": self.config.action_modes,
                          "n_action_steps": self.n_action_steps, "temporal_ensemble": temporal_ensemble,
                          "action_space": ckpt.action_space, "cameras": list(self.config.cameras),
                          "image_size": self.config.image_size}

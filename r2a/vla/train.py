@@ -24,7 +24,7 @@ from r2a_core.yaml_io import apply_overrides, check_fields, read_yaml_mapping
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
 from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 from r2a.vla.features import PROPRIO_DIM, time_feature
-from r2a.vla.model import VLANet, VLANetConfig
+from r2a.vla.model import VLANet, VLANetConfig, expand_action_modes
 from r2a.vla.text import PromptEmbedder
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,13 @@ class TrainConfig:
     conv_channels: int = 32
     keypoints: int = 32
     hidden: int = 512
+    #: alternative chunks the head predicts, trained winner-takes-all with a score per chunk (1: one L1 chunk);
+    #: a single-mode init_from is expanded (every hypothesis starts as its chunk, offset by ``mode_spread``)
+    action_modes: int = 1
+    mode_spread: float = 0.3
+    #: share of the action loss that the hypotheses other than the best one still get (relaxed
+    #: winner-takes-all, Rupprecht et al. 2017), so no hypothesis is left untrained
+    wta_epsilon: float = 0.05
     #: every n-th episode is held out to report a validation loss (0: none)
     holdout_every: int = 20
     #: demo files that form the held-out set instead (all their successful episodes; ``holdout_every`` then
@@ -94,6 +101,9 @@ class TrainConfig:
         config = cls(**raw)
         if config.n_action_steps > config.chunk or min(config.steps, config.batch_size, config.n_action_steps) < 1:
             raise R2AInputError(f"{path}: need steps, batch_size >= 1 and 1 <= n_action_steps <= chunk")
+        if config.action_modes < 1 or not 0.0 <= config.wta_epsilon < 1.0:
+            raise R2AInputError(f"{path or 'overrides'}: need action_modes >= 1 and 0 <= wta_epsilon < 1, got "
+                                f"{config.action_modes} and {config.wta_epsilon}")
         if min(config.release_weight, config.on_policy_weight) <= 0:
             raise R2AInputError(f"{path or 'overrides'}: release_weight and on_policy_weight must be > 0, got "
                                 f"{config.release_weight} and {config.on_policy_weight}")
@@ -102,7 +112,8 @@ class TrainConfig:
     def net_config(self) -> VLANetConfig:
         return VLANetConfig(cameras=tuple(self.cameras), image_size=self.image_size, proprio_dim=PROPRIO_DIM,
                             action_dim=OSC_POSE_DELTA.dim, chunk=self.chunk, conv_channels=self.conv_channels,
-                            keypoints=self.keypoints, hidden=self.hidden, time_input=self.time_input)
+                            keypoints=self.keypoints, hidden=self.hidden, time_input=self.time_input,
+                            action_modes=self.action_modes)
 
 
 @dataclass
@@ -167,14 +178,33 @@ def normalization_stats(arrays: TrainingArrays) -> dict[str, np.ndarray]:
             "action_mean": actions.mean(0), "action_std": np.maximum(actions.std(0), 1e-2)}
 
 
-def losses(model: VLANet, batch: dict[str, Any], aux_weight: float) -> tuple[torch.Tensor, dict[str, float]]:
-    pred, aux = model(batch["images"], batch["proprio"], batch["time"], batch["text"])
+def losses(model: VLANet, batch: dict[str, Any], aux_weight: float,
+           wta_epsilon: float = 0.0) -> tuple[torch.Tensor, dict[str, float]]:
+    """Action loss (L1; with several hypotheses relaxed winner-takes-all plus a cross-entropy that teaches the
+    scores which hypothesis was best) and the auxiliary object-position loss. ``action_l1`` is the L1 of the
+    chunk deployment executes (the best-scored one)."""
+    chunks, scores, aux = model.hypotheses(batch["images"], batch["proprio"], batch["time"], batch["text"])
+    rows = torch.arange(len(chunks), device=chunks.device)
+    executed = chunks[rows, scores.argmax(dim=1)]
     mask = batch["mask"][..., None]
-    action_l1 = ((pred - batch["actions"]).abs() * mask).sum() / (mask.sum() * pred.shape[-1]).clamp(min=1)
+    executed_l1 = ((executed - batch["actions"]).abs() * mask).sum() / (mask.sum() * executed.shape[-1]).clamp(min=1)
     aux_mask = batch["aux_mask"]
     aux_loss = (F.smooth_l1_loss(aux, batch["aux"], reduction="none") * aux_mask).sum() / aux_mask.sum().clamp(min=1)
-    total = action_l1 + aux_weight * aux_loss
-    return total, {"loss": total.item(), "action_l1": action_l1.item(), "aux": aux_loss.item()}
+    parts = {"action_l1": executed_l1.item(), "aux": aux_loss.item()}
+    if chunks.shape[1] == 1:
+        action_loss = executed_l1
+    else:
+        mask = mask[:, None]
+        per_mode = ((chunks - batch["actions"][:, None]).abs() * mask).sum(dim=(2, 3))
+        per_mode = per_mode / (mask.sum(dim=(2, 3)) * chunks.shape[-1]).clamp(min=1)  # (B, K)
+        best = per_mode.detach().argmin(dim=1)
+        others = (per_mode.sum(dim=1) - per_mode[rows, best]) / (chunks.shape[1] - 1)
+        action_loss = ((1 - wta_epsilon) * per_mode[rows, best] + wta_epsilon * others).mean()
+        score_loss = F.cross_entropy(scores, best)
+        action_loss = action_loss + score_loss
+        parts.update(best_l1=per_mode[rows, best].mean().item(), score_ce=score_loss.item())
+    total = action_loss + aux_weight * aux_loss
+    return total, {"loss": total.item(), **parts}
 
 
 def _progress(config: TrainConfig, step: int, elapsed_s: float) -> float:
@@ -200,7 +230,8 @@ def _update_ema(ema: VLANet, model: VLANet, decay: float) -> None:
                 e.copy_(p)
 
 
-def _validation_loss(model: VLANet, data: Batches, rows: np.ndarray, aux_weight: float) -> dict[str, float]:
+def _validation_loss(model: VLANet, data: Batches, rows: np.ndarray, aux_weight: float,
+                     wta_epsilon: float = 0.0) -> dict[str, float]:
     if len(rows) == 0:
         return {}
     model.eval()
@@ -208,7 +239,8 @@ def _validation_loss(model: VLANet, data: Batches, rows: np.ndarray, aux_weight:
     chunks = np.array_split(rows, max(1, len(rows) // 256))
     with torch.no_grad():
         for part in chunks:
-            _, parts = losses(model, data.batch(part, np.random.default_rng(0), augment=False), aux_weight)
+            _, parts = losses(model, data.batch(part, np.random.default_rng(0), augment=False), aux_weight,
+                              wta_epsilon)
             for k, v in parts.items():
                 sums[k] = sums.get(k, 0.0) + v * len(part)
     model.train()
@@ -296,7 +328,7 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
         if (step + 1) % config.log_every == 0 or last:
             row = {"step": step + 1, "lr": lr, **parts, "elapsed_s": round(time.time() - started, 1)}
             if (step + 1) % config.save_every == 0 or last:
-                row.update(_validation_loss(ema, data, val_rows, config.aux_weight))
+                row.update(_validation_loss(ema, data, val_rows, config.aux_weight, config.wta_epsilon))
                 _save(ema, data, prompts, config, provenance, history + [row], out)
             history.append(row)
             bar.set_postfix(loss=f"{parts['loss']:.3f}", l1=f"{parts['action_l1']:.3f}")
@@ -318,7 +350,7 @@ def _optimize(model: VLANet, optimizer: torch.optim.Optimizer, batch: dict[str, 
     """One gradient step (clipped) at learning rate ``lr``; returns the batch's loss parts."""
     for group in optimizer.param_groups:
         group["lr"] = lr
-    loss, parts = losses(model, batch, config.aux_weight)
+    loss, parts = losses(model, batch, config.aux_weight, config.wta_epsilon)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
@@ -364,15 +396,22 @@ def _previous_stage(init_from: str | None) -> dict[str, Any] | None:
 
 
 def _initial_model(config: TrainConfig, data: Batches) -> VLANet:
-    """A fresh network, or the weights of ``init_from`` (whose normalization then replaces the data's)."""
+    """A fresh network, or the weights of ``init_from`` (whose normalization then replaces the data's); a
+    single-mode start is expanded to ``action_modes`` hypotheses."""
     model = VLANet(config.net_config())
     if config.init_from:
         start = load_checkpoint(config.init_from)
+        state = start.model.state_dict()
+        modes = start.model.config.action_modes
+        if modes == 1 and config.action_modes > 1:
+            state = expand_action_modes(state, config.action_modes, config.mode_spread,
+                                        torch.Generator().manual_seed(config.seed))
+            modes = config.action_modes
         # the weights must fit; whether the clock is read is the new run's choice
-        if replace(start.model.config, time_input=config.time_input) != model.config:
+        if replace(start.model.config, time_input=config.time_input, action_modes=modes) != model.config:
             raise R2AInputError(f"init_from {config.init_from}: its network {start.model.config} differs from "
                                 f"the config's {model.config}")
-        model.load_state_dict(start.model.state_dict())
+        model.load_state_dict(state)
         data.stats = start.stats
         log.info("continuing from %s", config.init_from)
     return model
