@@ -115,8 +115,7 @@ class VLANet(nn.Module):
         Returns the (best-scored) normalized chunk ``(B, chunk, action_dim)`` and the aux outputs.
         """
         chunks, scores, aux = self.hypotheses(images, proprio, time, text)
-        best = scores.argmax(dim=1)
-        return chunks[torch.arange(len(best), device=best.device), best], aux
+        return best_scored(chunks, scores), aux
 
     def hypotheses(self, images: dict[str, torch.Tensor], proprio: torch.Tensor, time: torch.Tensor,
                    text: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -130,6 +129,13 @@ class VLANet(nn.Module):
         chunks = self.action_head(hidden).reshape(-1, c.action_modes, c.chunk, c.action_dim)
         scores = self.mode_head(hidden) if c.action_modes > 1 else hidden.new_zeros(len(hidden), 1)
         return chunks, scores, self.aux_head(hidden)
+
+
+def best_scored(chunks: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+    """The chunk deployment executes, ``(B, chunk, action_dim)``: the best-scored of the K hypotheses."""
+    if chunks.shape[1] == 1:
+        return chunks[:, 0]
+    return chunks[torch.arange(len(chunks), device=chunks.device), scores.argmax(dim=1)]
 
 
 def expand_action_modes(state: dict[str, torch.Tensor], modes: int, spread: float,

@@ -24,7 +24,7 @@ from r2a_core.yaml_io import apply_overrides, check_fields, read_yaml_mapping
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
 from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 from r2a.vla.features import PROPRIO_DIM, time_feature
-from r2a.vla.model import VLANet, VLANetConfig, expand_action_modes
+from r2a.vla.model import VLANet, VLANetConfig, best_scored, expand_action_modes
 from r2a.vla.text import PromptEmbedder
 
 log = logging.getLogger(__name__)
@@ -184,8 +184,7 @@ def losses(model: VLANet, batch: dict[str, Any], aux_weight: float,
     scores which hypothesis was best) and the auxiliary object-position loss. ``action_l1`` is the L1 of the
     chunk deployment executes (the best-scored one)."""
     chunks, scores, aux = model.hypotheses(batch["images"], batch["proprio"], batch["time"], batch["text"])
-    rows = torch.arange(len(chunks), device=chunks.device)
-    executed = chunks[rows, scores.argmax(dim=1)]
+    executed = best_scored(chunks, scores)
     mask = batch["mask"][..., None]
     executed_l1 = ((executed - batch["actions"]).abs() * mask).sum() / (mask.sum() * executed.shape[-1]).clamp(min=1)
     aux_mask = batch["aux_mask"]
@@ -194,7 +193,7 @@ def losses(model: VLANet, batch: dict[str, Any], aux_weight: float,
     if chunks.shape[1] == 1:
         action_loss = executed_l1
     else:
-        mask = mask[:, None]
+        mask, rows = mask[:, None], torch.arange(len(chunks), device=chunks.device)
         per_mode = ((chunks - batch["actions"][:, None]).abs() * mask).sum(dim=(2, 3))
         per_mode = per_mode / (mask.sum(dim=(2, 3)) * chunks.shape[-1]).clamp(min=1)  # (B, K)
         best = per_mode.detach().argmin(dim=1)
