@@ -75,7 +75,7 @@ class CollectResult:
 
 
 def _init_worker(config: CollectConfig) -> None:
-    from eval.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.robosuite_env import SimConfig, SimEnv
 
     _WORKER["sim"] = SimEnv(SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras))
     _WORKER["config"] = config
@@ -113,8 +113,8 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     """Record ``config.episodes`` expert episodes into ``config.out`` (atomically)."""
     from demos.experts.scripted import expert_variant
     from demos.hdf5_io import HDF5EpisodeWriter
-    from eval.envs.robosuite_env import SimConfig, env_args_for
-    from eval.envs.tasks import get_task
+    from sim.envs.robosuite_env import SimConfig, env_args_for
+    from sim.envs.tasks import get_task
 
     get_task(config.task)  # fail fast on an unknown task or expert, before any process starts
     expert_variant(config.expert)

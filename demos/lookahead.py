@@ -67,7 +67,7 @@ class ExpertLookahead:
 def _shadow_of(sim: Any) -> Any:
     """A camera-less simulator of the same task, built once per live simulator (i.e. per worker)."""
     if sim not in _SHADOWS:
-        from eval.envs.robosuite_env import SimConfig, SimEnv
+        from sim.envs.robosuite_env import SimConfig, SimEnv
 
         _SHADOWS[sim] = SimEnv(SimConfig(task=sim.task.name, cameras=()))
         _SHADOWS[sim].reset(0)

@@ -27,7 +27,7 @@ class StateReplayer:
 
     def _sim(self, task: str):
         if task not in self._sims:
-            from eval.envs.robosuite_env import SimConfig, SimEnv
+            from sim.envs.robosuite_env import SimConfig, SimEnv
 
             self._sims[task] = SimEnv(SimConfig(task=task, cameras=()))
         return self._sims[task]

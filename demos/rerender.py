@@ -40,7 +40,7 @@ def rerender_file(source: str | Path, out: str | Path, cameras: tuple[str, ...] 
                   progress: bool = True) -> int:
     """Write ``out``: ``source`` with the images of ``cameras`` (default: all it has) rendered again at the
     same size, the other cameras copied. Returns the number of frames."""
-    from eval.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.robosuite_env import SimConfig, SimEnv
 
     with open_hdf5(source) as f:
         attrs = file_attrs(f)

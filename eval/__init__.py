@@ -1,1 +1,3 @@
-"""The built-in shift benchmark: simulator backends (``eval.envs``), shift factors, pairing, statistics, reports."""
+"""The built-in shift benchmark: pairing, stage tracking, metrics, statistics, the resumable runner, reports,
+and performance benchmarks. Nothing imports it except the ``r2a`` command; the simulator and the shift factors
+it runs are in :mod:`sim`."""

@@ -52,8 +52,8 @@ class BenchConfig:
 
     def validate(self, where: str = "config") -> None:
         """Check every name and number up front, so a typo never costs a half-finished run."""
-        from eval.envs.tasks import get_task
-        from eval.shifts import get_factor
+        from sim.envs.tasks import get_task
+        from sim.shifts import get_factor
 
         if not self.tasks:
             raise R2AInputError(f"{where}: 'tasks' is empty; list at least one built-in task")

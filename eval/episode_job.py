@@ -40,7 +40,7 @@ class Job:
 
 
 def _sim(task: str, image_size: int):
-    from eval.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.robosuite_env import SimConfig, SimEnv
 
     key = (task, image_size)
     if key not in _SIMS:
@@ -49,7 +49,7 @@ def _sim(task: str, image_size: int):
 
 
 class BenchHooks:
-    """The shift's hooks (:class:`eval.shifts.ShiftHooks`) plus event counting: drops and wrong grasps."""
+    """The shift's hooks (:class:`sim.shifts.ShiftHooks`) plus event counting: drops and wrong grasps."""
 
     def __init__(self, shift, task) -> None:
         self.shift, self.task = shift, task
@@ -97,7 +97,7 @@ def run_job(job: Job, config: BenchConfig, out_dir: str | None = None) -> dict[s
 
 def _run(job: Job, config: BenchConfig, seed: int, out_dir: str | None) -> dict[str, Any]:
     from demos.rollout import run_episode
-    from eval.shifts import ShiftHooks
+    from sim.shifts import ShiftHooks
     from r2a.policies import make_policy
 
     sim = _sim(job.task, config.image_size)

@@ -110,7 +110,7 @@ def main() -> None:
     if args.probe == "heldout":
         print(json.dumps(heldout(args.checkpoint, args.demo_file, args.every)))
         return
-    from eval.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.robosuite_env import SimConfig, SimEnv
 
     sim = SimEnv(SimConfig(task="StackThree", image_size=64))
     for seed in args.seeds:

@@ -14,7 +14,7 @@ import json
 import numpy as np
 
 from demos.rollout import run_episode
-from eval.envs.robosuite_env import SimConfig, SimEnv
+from sim.envs.robosuite_env import SimConfig, SimEnv
 from r2a.policies.registry import make_policy
 
 

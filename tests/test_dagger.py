@@ -64,7 +64,7 @@ def idle_learner(tmp_path, monkeypatch) -> str:
 
 def _sim(task: str = "Lift"):
     pytest.importorskip("robosuite")
-    from eval.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.robosuite_env import SimConfig, SimEnv
 
     return SimEnv(SimConfig(task=task, cameras=()))
 

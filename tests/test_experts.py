@@ -4,8 +4,8 @@ import pytest
 
 from demos.experts.scripted import make_expert
 from demos.rollout import run_episode
-from eval.envs.robosuite_env import SimConfig, SimEnv
-from eval.envs.tasks import TASKS
+from sim.envs.robosuite_env import SimConfig, SimEnv
+from sim.envs.tasks import TASKS
 
 pytest.importorskip("robosuite")
 

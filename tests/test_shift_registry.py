@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import yaml
 
-import eval.shifts as shifts
-from eval.shifts import (FACTOR_CLASSES, FACTOR_NAMES, ShiftHooks, get_factor, load_factors, obs_rng, params_rng,
+import sim.shifts as shifts
+from sim.shifts import (FACTOR_CLASSES, FACTOR_NAMES, ShiftHooks, get_factor, load_factors, obs_rng, params_rng,
                          sample_params)
-from eval.shifts.config import DEFAULT_FACTORS_YAML, load_factor_levels
-from eval.shifts.language import load_instructions
-from eval.shifts.noise import CORRUPTIONS, SEVERITY_KEY, NoiseShift, corrupt
-from eval.envs.tasks import TASKS
+from sim.shifts.config import DEFAULT_FACTORS_YAML, load_factor_levels
+from sim.shifts.language import load_instructions
+from sim.shifts.noise import CORRUPTIONS, SEVERITY_KEY, NoiseShift, corrupt
+from sim.envs.tasks import TASKS
 from r2a_core.errors import R2AInputError
 
 EXPECTED = ("camera", "robot_init", "language", "light", "background", "noise", "layout")
@@ -66,7 +66,7 @@ def test_sampling_is_deterministic_jsonable_and_varied(name, task):
 
 
 def test_parameters_are_identical_in_another_process():
-    code = ("import json; from eval.shifts import sample_params, FACTOR_NAMES;"
+    code = ("import json; from sim.shifts import sample_params, FACTOR_NAMES;"
             "print(json.dumps([sample_params(n, l, 5, 'Stack') for n in FACTOR_NAMES for l in (1, 2, 3)]))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONHASHSEED": "123", "PATH": "/usr/bin:/bin"},

@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 
 from demos.experts.scripted import make_expert
-from eval.envs.robosuite_env import SimConfig, SimEnv
-from eval.envs.tasks import TASKS
-from eval.shifts import FACTOR_NAMES, ShiftHooks, apply_shift, get_factor
-from eval.shifts.layout import REGIONS
+from sim.envs.robosuite_env import SimConfig, SimEnv
+from sim.envs.tasks import TASKS
+from sim.shifts import FACTOR_NAMES, ShiftHooks, apply_shift, get_factor
+from sim.shifts.layout import REGIONS
 
 pytest.importorskip("robosuite")
 mujoco = pytest.importorskip("mujoco")

@@ -6,8 +6,8 @@ import sys
 import numpy as np
 import pytest
 
-from eval.envs.robosuite_env import SimConfig, SimEnv
-from eval.envs.tasks import TASKS, get_task
+from sim.envs.robosuite_env import SimConfig, SimEnv
+from sim.envs.tasks import TASKS, get_task
 from r2a_core.errors import R2AInputError
 
 pytest.importorskip("robosuite")
@@ -52,7 +52,7 @@ def test_same_seed_same_state_different_seed_different_state(lift):
 
 
 def test_fingerprint_is_identical_across_processes(lift):
-    code = ("from eval.envs.robosuite_env import SimEnv, SimConfig;"
+    code = ("from sim.envs.robosuite_env import SimEnv, SimConfig;"
             "s=SimEnv(SimConfig(task='Lift', cameras=())); s.reset(3); print(s.fingerprint())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     lift.reset(3)

@@ -1,6 +1,6 @@
 """Scripted experts for the built-in tasks: privileged, closed-loop waypoint controllers.
 
-An expert reads object poses from the simulator (it is bound to a :class:`~eval.envs.robosuite_env.SimEnv`) and
+An expert reads object poses from the simulator (it is bound to a :class:`~sim.envs.robosuite_env.SimEnv`) and
 walks a list of phases — hover, descend, close, lift, carry, lower, open, retreat — each re-targeting on the
 *current* object poses every step, so small slips are corrected rather than replayed. Actions are robosuite
 OSC_POSE deltas in [-1, 1] (±5 cm and ±0.5 rad per step at full scale); the gripper is -1 open, +1 closed.
@@ -29,7 +29,7 @@ from r2a_core.errors import R2AInputError
 from r2a_core.rotations import quat_to_axis_angle, quat_to_matrix
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 OPEN, CLOSED = -1.0, 1.0
 POS_SCALE, ROT_SCALE = 0.05, 0.5  # OSC_POSE output_max for position (m) and rotation (rad)

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eval.shifts.base import INT, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, uniform
+from sim.shifts.base import INT, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, uniform
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 SURFACES = ("table", "floor", "walls")
 #: textured materials of robosuite's arenas that a surface may take (objects' and robot's materials excluded)

@@ -1,6 +1,6 @@
 """Contact sheet of the shift factors: the agentview image of one episode, clean and under every factor × level.
 
-    python -m eval.shifts.contact_sheet --task Lift --out docs/shifts/
+    python -m sim.shifts.contact_sheet --task Lift --out docs/shifts/
 
 writes ``<out>/contact_sheet_<Task>.png``: one row per factor, columns clean, L1, L2, L3, all from the same
 seed. Each cell is captioned with the sampled parameters (the language row: the instruction the policy receives;
@@ -52,8 +52,8 @@ def _caption(img: np.ndarray, lines: list[str]) -> np.ndarray:
 def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
                          config: str | Path | None = None) -> np.ndarray:
     """The sheet as an RGB uint8 image."""
-    from eval.envs.robosuite_env import SimConfig, SimEnv
-    from eval.shifts import FACTOR_NAMES, LEVELS, ShiftHooks, get_factor
+    from sim.envs.robosuite_env import SimConfig, SimEnv
+    from sim.shifts import FACTOR_NAMES, LEVELS, ShiftHooks, get_factor
 
     sim = SimEnv(SimConfig(task=task, cameras=("agentview",), image_size=size))
     key = image_key("agentview")
@@ -93,9 +93,9 @@ def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
 def render_noise_types(task: str = "Lift", seed: int = 0, size: int = 128,
                        config: str | Path | None = None) -> np.ndarray:
     """Every image corruption of the noise factor at the middle of each level's severity range (one row each)."""
-    from eval.envs.robosuite_env import SimConfig, SimEnv
-    from eval.shifts import LEVELS, get_factor, obs_rng
-    from eval.shifts.noise import CORRUPTIONS, SEVERITY_KEY, corrupt
+    from sim.envs.robosuite_env import SimConfig, SimEnv
+    from sim.shifts import LEVELS, get_factor, obs_rng
+    from sim.shifts.noise import CORRUPTIONS, SEVERITY_KEY, corrupt
 
     sim = SimEnv(SimConfig(task=task, cameras=("agentview",), image_size=size))
     try:
@@ -132,7 +132,7 @@ def _cell(img: np.ndarray, tag: str, caption: str) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     import cv2
 
-    parser = argparse.ArgumentParser(prog="python -m eval.shifts.contact_sheet",
+    parser = argparse.ArgumentParser(prog="python -m sim.shifts.contact_sheet",
                                      description="Render the agentview image clean and under every shift factor "
                                                  "and level (same seed) into one labelled PNG.")
     parser.add_argument("--task", default="Lift", help="task name (default: Lift)")

@@ -24,10 +24,12 @@ import numpy as np
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 #: valid shift levels (L0 = clean is handled by the caller, not by a factor)
 LEVELS: tuple[int, ...] = (1, 2, 3)
+#: the name of the clean condition (level 0) in configs, records and reports
+CLEAN = "clean"
 
 Undo = Callable[[], None]
 

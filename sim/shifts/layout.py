@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eval.shifts.base import (INT, NUMBER, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_data, raw_model,
+from sim.shifts.base import (INT, NUMBER, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_data, raw_model,
                               uniform)
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 #: the arena's visual-only geoms that become distractors, in order of use
 DISTRACTOR_GEOMS = ("right_eef_target_box", "left_eef_target_sphere", "left_eef_target_box",

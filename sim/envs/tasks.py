@@ -15,7 +15,7 @@ import numpy as np
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 #: cube half-sizes (m) used by the stacking predicates
 RED_HALF, GREEN_HALF, BLUE_HALF = 0.02, 0.025, 0.02

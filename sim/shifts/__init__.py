@@ -19,24 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eval.shifts.background import BackgroundShift
-from eval.shifts.base import LEVELS, ShiftFactor, Undo, check_level
-from eval.shifts.camera import CameraShift
-from eval.shifts.language import LanguageShift
-from eval.shifts.layout import LayoutShift
-from eval.shifts.light import LightShift
-from eval.shifts.noise import NoiseShift
-from eval.shifts.robot_init import RobotInitShift
+from r2a_core.config import unknown_name_error
 from r2a_core.errors import R2AInputError
+from sim.shifts.base import CLEAN, LEVELS, ShiftFactor, Undo, check_level
+from sim.shifts.config import load_factor_levels
+from sim.shifts.registry import FACTOR_CLASSES, FACTOR_NAMES
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
-
-#: factor classes in LIBERO-Plus's order; each has a fixed, never reused ``index`` for seeding
-FACTOR_CLASSES: dict[str, type[ShiftFactor]] = {
-    cls.name: cls for cls in (CameraShift, RobotInitShift, LanguageShift, LightShift, BackgroundShift, NoiseShift,
-                              LayoutShift)}
-FACTOR_NAMES: tuple[str, ...] = tuple(FACTOR_CLASSES)
+    from sim.envs.robosuite_env import SimEnv
 
 #: stream tags of the two generators of an episode
 _PARAMS_STREAM, _OBS_STREAM = 0, 1
@@ -44,8 +34,6 @@ _PARAMS_STREAM, _OBS_STREAM = 0, 1
 
 @lru_cache(maxsize=8)
 def _load(path: str | None) -> dict[str, ShiftFactor]:
-    from eval.shifts.config import load_factor_levels
-
     levels = load_factor_levels(path)["factors"]
     return {name: cls(levels[name]) for name, cls in FACTOR_CLASSES.items()}
 
@@ -58,11 +46,7 @@ def load_factors(config: str | Path | None = None) -> dict[str, ShiftFactor]:
 def get_factor(name: str, config: str | Path | None = None) -> ShiftFactor:
     """The factor called ``name``; an unknown name lists the valid ones."""
     if name not in FACTOR_CLASSES:
-        import difflib
-
-        hint = difflib.get_close_matches(str(name), FACTOR_NAMES, n=1)
-        suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-        raise R2AInputError(f"unknown shift factor '{name}'{suggestion}; valid factors: {', '.join(FACTOR_NAMES)}")
+        raise unknown_name_error("shift factor", str(name), FACTOR_NAMES, plural="factors")
     return _load(str(config) if config is not None else None)[name]
 
 
@@ -164,5 +148,5 @@ class ShiftHooks:
         return self.params.get("instruction")
 
 
-__all__ = ["FACTORS", "FACTOR_CLASSES", "FACTOR_NAMES", "LEVELS", "ShiftFactor", "ShiftHooks", "apply_shift",
+__all__ = ["CLEAN", "FACTORS", "FACTOR_CLASSES", "FACTOR_NAMES", "LEVELS", "ShiftFactor", "ShiftHooks", "apply_shift",
            "get_factor", "load_factors", "obs_rng", "params_rng", "sample_params"]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from eval.shifts.base import INT, ShiftFactor
+from sim.shifts.base import INT, ShiftFactor
 from r2a_core.errors import R2AInputError
 from r2a_core.types import PROMPT
 

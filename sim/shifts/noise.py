@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.shifts.base import RANGE, ShiftFactor, uniform
+from sim.shifts.base import RANGE, ShiftFactor, uniform
 from r2a_core.types import image_key
 
 CORRUPTIONS = ("gaussian_noise", "gaussian_blur", "motion_blur", "fog")

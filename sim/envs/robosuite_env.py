@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from eval.envs.rendering import apply_render_quality, configure_headless_gl
-from eval.envs.tasks import Task, get_task
+from sim.envs.rendering import apply_render_quality, configure_headless_gl
+from sim.envs.tasks import Task, get_task
 from r2a_core.errors import R2AInputError
 from r2a_core.rotations import xyzw_to_wxyz
 from r2a_core.types import (CAMERAS, OSC_POSE_DELTA, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER,
@@ -70,7 +70,7 @@ def _register_custom_envs() -> None:
     from robosuite.environments.base import REGISTERED_ENVS
 
     if "StackThree" not in REGISTERED_ENVS:
-        from eval.envs.stack_three import StackThree  # noqa: F401  (registration happens on class creation)
+        from sim.envs.stack_three import StackThree  # noqa: F401  (registration happens on class creation)
 
 
 def _placement_sampler(task: Task):

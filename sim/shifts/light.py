@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eval.shifts.base import (PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, rotation_about,
+from sim.shifts.base import (PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, rotation_about,
                               uniform, view_pivot)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 NEUTRAL_K = 6500.0
 MIN_MIRED, MAX_MIRED = 1e6 / 25000.0, 1e6 / 1800.0

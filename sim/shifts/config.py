@@ -7,13 +7,14 @@ names, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
-import difflib
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from eval.shifts.base import LEVELS, check_value
+from sim.shifts.base import LEVELS, check_value
+from sim.shifts.registry import FACTOR_CLASSES
+from r2a_core.config import unknown_name_error
 from r2a_core.errors import R2AInputError
 
 #: format of configs/bench/factors.yaml this reader understands
@@ -22,16 +23,8 @@ DEFAULT_FACTORS_YAML = Path(__file__).resolve().parents[2] / "configs" / "bench"
 LEVEL_KEYS = {f"L{level}": level for level in LEVELS}
 
 
-def _unknown(what: str, name: str, valid: list[str], where: str) -> R2AInputError:
-    hint = difflib.get_close_matches(name, valid, n=1)
-    suggestion = f" (did you mean '{hint[0]}'?)" if hint else ""
-    return R2AInputError(f"{where}: unknown {what} '{name}'{suggestion}; valid {what}s: {', '.join(valid)}")
-
-
 def load_factor_levels(path: str | Path | None = None) -> dict[str, Any]:
     """Parse the factors YAML into ``{"factors": {name: {level: params}}, "calibration": {...}}``, validated."""
-    from eval.shifts import FACTOR_CLASSES
-
     path = Path(path) if path is not None else DEFAULT_FACTORS_YAML
     if not path.is_file():
         raise R2AInputError(f"shift-level config {path} not found; the default lives in configs/bench/factors.yaml")
@@ -43,7 +36,7 @@ def load_factor_levels(path: str | Path | None = None) -> dict[str, Any]:
         raise R2AInputError(f"{path}: expected a mapping with 'format_version' and 'factors'")
     unknown_top = sorted(set(doc) - {"format_version", "calibration", "factors"})
     if unknown_top:
-        raise _unknown("top-level key", unknown_top[0], ["format_version", "calibration", "factors"], str(path))
+        raise unknown_name_error("top-level key", unknown_top[0], ["format_version", "calibration", "factors"], str(path))
     if doc.get("format_version") != FORMAT_VERSION:
         raise R2AInputError(f"{path}: format_version {doc.get('format_version')!r} is not supported "
                             f"(this r2a reads version {FORMAT_VERSION})")
@@ -53,7 +46,7 @@ def load_factor_levels(path: str | Path | None = None) -> dict[str, Any]:
     parsed: dict[str, dict[int, dict[str, Any]]] = {}
     for name, levels in factors.items():
         if name not in FACTOR_CLASSES:
-            raise _unknown("factor", str(name), list(FACTOR_CLASSES), str(path))
+            raise unknown_name_error("factor", str(name), list(FACTOR_CLASSES), str(path))
         parsed[name] = _parse_levels(FACTOR_CLASSES[name].level_schema, levels, f"{path}: factors.{name}")
     missing = [n for n in FACTOR_CLASSES if n not in parsed]
     if missing:
@@ -73,7 +66,7 @@ def _parse_levels(schema: dict[str, str], levels: Any, where: str) -> dict[int, 
             raise R2AInputError(f"{where}.{key}: expected a mapping of parameters ({', '.join(schema)})")
         for param in params:
             if param not in schema:
-                raise _unknown("key", str(param), list(schema), f"{where}.{key}")
+                raise unknown_name_error("key", str(param), list(schema), f"{where}.{key}")
         absent = [p for p in schema if p not in params]
         if absent:
             raise R2AInputError(f"{where}.{key}: missing key(s) {', '.join(absent)}")

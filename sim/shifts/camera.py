@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eval.shifts.base import (RANGE, ArraySnapshot, ShiftFactor, Undo, matrix_to_quat, quat_to_mat, raw_model,
+from sim.shifts.base import (RANGE, ArraySnapshot, ShiftFactor, Undo, matrix_to_quat, quat_to_mat, raw_model,
                               rotation_about, signed_uniform, uniform, view_pivot)
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 CAMERA = "agentview"
 

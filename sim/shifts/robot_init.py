@@ -17,10 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from eval.shifts.base import NUMBER, ShiftFactor, Undo, raw_data, raw_model
+from sim.shifts.base import NUMBER, ShiftFactor, Undo, raw_data, raw_model
 
 if TYPE_CHECKING:  # pragma: no cover
-    from eval.envs.robosuite_env import SimEnv
+    from sim.envs.robosuite_env import SimEnv
 
 N_CANDIDATES = 8
 LIMIT_MARGIN = 0.05  # rad kept from every joint limit

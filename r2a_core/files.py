@@ -1,0 +1,155 @@
+"""Writing files so that a reader never sees half of one: the project's one atomic writer, and JSON-safe data.
+
+Everything r2a writes — demonstration files, graphs, checkpoints, reports, benchmark summaries — goes through
+:func:`atomic_write` (one file) or :func:`atomic_dir` (a directory): the content is written under a unique
+temporary name next to the target, flushed and fsync'ed, then renamed into place. An exception (or Ctrl-C, or
+SIGTERM, which the ``r2a`` command turns into one) removes the temporary and leaves the target as it was.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+import numpy as np
+
+
+def temp_sibling(path: Path, kind: str = "tmp") -> Path:
+    """A unique hidden name next to ``path`` (same filesystem, so the final rename is atomic)."""
+    return path.parent / f".{path.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def fsync_file(path: str | Path) -> None:
+    """Flush ``path``'s content to disk (a rename after a crash must not expose an empty file)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not every filesystem lets a directory be opened for fsync
+        fsync_file(path)
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
+    """``with atomic_write(p) as fh: fh.write(...)`` — ``p`` appears complete or not at all.
+
+    ``mode`` is ``"w"`` (text) or ``"wb"`` (bytes). The file gets the user's umask like any new file.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write mode must be 'w' or 'wb', got {mode!r}")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(path)
+    try:
+        with open(tmp, mode, encoding=None if "b" in mode else encoding) as fh:
+            yield fh
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """A temporary file path for writers that open files themselves (h5py, ``np.savez``, matplotlib).
+
+    The temporary keeps ``path``'s suffix (some writers append one otherwise); it is fsync'ed and renamed
+    onto ``path`` when the block ends normally, removed when it raises.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(path).with_suffix(path.suffix or ".tmp")
+    try:
+        yield tmp
+        fsync_file(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def atomic_dir(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
+    """A temporary directory that becomes ``path`` when the block ends normally (files in it are fsync'ed).
+
+    An existing ``path`` is replaced only when ``overwrite`` is true: it is moved aside, the new directory
+    renamed in, and the old one deleted — so ``path`` is never missing while a reader looks.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_sibling(path)
+    tmp.mkdir()
+    try:
+        yield tmp
+        for file in tmp.rglob("*"):
+            if file.is_file():
+                fsync_file(file)
+        _swap_in(tmp, path, overwrite)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def _swap_in(tmp: Path, out: Path, overwrite: bool) -> None:
+    if not out.exists():
+        os.rename(tmp, out)
+        return
+    if not overwrite:
+        raise FileExistsError(f"{out} already exists")
+    old = temp_sibling(out, "old")
+    os.rename(out, old)
+    try:
+        os.rename(tmp, out)
+    except BaseException:
+        os.rename(old, out)
+        raise
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        old.unlink(missing_ok=True)
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically; returns the path."""
+    with atomic_write(path) as fh:
+        fh.write(text)
+    return Path(path)
+
+
+def write_json_atomic(path: str | Path, data: Any, indent: int | None = 2, sort_keys: bool = False) -> Path:
+    """``data`` as JSON (through :func:`to_json_safe`) written atomically, with a final newline."""
+    return write_text_atomic(path, json.dumps(to_json_safe(data), indent=indent, sort_keys=sort_keys) + "\n")
+
+
+def to_json_safe(value: Any) -> Any:
+    """Plain JSON types only: NaN/inf → None, numpy scalars/arrays → Python, tuples → lists, paths → str."""
+    if isinstance(value, Mapping):
+        return {str(k): to_json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [to_json_safe(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+__all__ = ["atomic_dir", "atomic_path", "atomic_write", "fsync_file", "temp_sibling", "to_json_safe",
+           "write_json_atomic", "write_text_atomic"]
