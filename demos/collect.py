@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -116,7 +116,7 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     from sim.envs.robosuite_env import SimConfig, env_args_for
     from sim.envs.tasks import get_task
 
-    get_task(config.task)  # fail fast on an unknown task or expert, before any process starts
+    config = replace(config, task=get_task(config.task).name)  # any case in; fail fast before processes start
     expert_variant(config.expert)
     if config.episodes < 1 or config.workers < 1:
         raise R2AInputError(f"--episodes and --workers must be ≥ 1 (got {config.episodes}, {config.workers})")

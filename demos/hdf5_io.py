@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import uuid
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -33,6 +31,7 @@ import h5py
 import numpy as np
 
 from r2a_core.errors import R2AInputError
+from r2a_core.files import commit_file, temp_sibling
 from r2a_core.rotations import axis_angle_to_quat, quat_to_axis_angle, xyzw_to_wxyz
 from r2a_core.types import Episode, gripper_opening
 
@@ -61,7 +60,7 @@ class HDF5EpisodeWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # a unique name created by h5py itself, so the file gets the user's umask (mkstemp's is 0600)
-        self._tmp = self.path.parent / f".{self.path.name}.{uuid.uuid4().hex[:8]}.tmp"
+        self._tmp = temp_sibling(self.path)
         self._file = h5py.File(self._tmp, "w-")
         self._data = self._file.create_group("data")
         self._data.attrs.update({"env_args": json.dumps(env_args), "r2a_format": FORMAT,
@@ -91,8 +90,7 @@ class HDF5EpisodeWriter:
         self._data.attrs["problem_info"] = json.dumps(self._problem_info)
         self._data.attrs["total"] = int(sum(self._data[n].attrs["num_samples"] for n in names))
         self._file.close()
-        os.replace(self._tmp, self.path)
-        return self.path
+        return commit_file(self._tmp, self.path)
 
     def abort(self) -> None:
         self._file.close()

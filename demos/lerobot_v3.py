@@ -275,13 +275,13 @@ def _resolve_cameras(ds: _Dataset, mapping: LeRobotMapping) -> dict[str, str]:
                 raise R2AInputError(f"{ds.root / INFO_PATH}: no image/video feature {key!r} for camera "
                                     f"{cam!r}, found {image_keys}")
         return dict(mapping.cameras)
-    cameras = _auto_cameras(image_keys)
+    cameras = auto_cameras(image_keys)
     if not cameras:
         log.warning("%s: no image or video features; episodes will have no images", ds.root)
     return cameras
 
 
-def _auto_cameras(image_keys: list[str]) -> dict[str, str]:
+def auto_cameras(image_keys: list[str]) -> dict[str, str]:
     """Known LIBERO-style keys first, then any ``*wrist*``/``*hand*`` key as wrist, the first other as agentview;
     remaining cameras keep the last part of their key."""
     cameras: dict[str, str] = {}
@@ -489,7 +489,7 @@ class _VideoFiles:
     def __init__(self, ds: _Dataset, mapping: LeRobotMapping) -> None:
         self.ds = ds
         self.video_keys = [k for k in ds.cameras.values() if ds.features[k]["dtype"] == "video"]
-        self.cursors: dict[Path, _VideoCursor] = {}
+        self.cursors: dict[Path, VideoCursor] = {}
         if self.video_keys and not isinstance(ds.info.get("video_path"), str):
             raise R2AInputError(f"{ds.root / INFO_PATH}: field 'video_path' is missing, expected the mp4 path "
                                 f"template for video features {self.video_keys}")
@@ -506,7 +506,7 @@ class _VideoFiles:
                                                               file_index=int(file))
         cursor = self.cursors.get(path)
         if cursor is None:
-            cursor = self.cursors[path] = _VideoCursor(path, tolerance=0.5 / self.ds.fps)
+            cursor = self.cursors[path] = VideoCursor(path, tolerance=0.5 / self.ds.fps)
         return np.stack(cursor.frames_at(float(start) + timestamps))
 
     def close(self) -> None:
@@ -515,7 +515,7 @@ class _VideoFiles:
         self.cursors.clear()
 
 
-class _VideoCursor:
+class VideoCursor:
     """Forward-only decoder of one mp4 that returns the frames nearest requested times (reopens to go back)."""
 
     def __init__(self, path: Path, tolerance: float) -> None:

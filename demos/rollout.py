@@ -56,6 +56,25 @@ class EpisodeHooks(Protocol):
         """Called once the episode is over, also on errors (restore the scene)."""
 
 
+@dataclass
+class Step:
+    """One control step as a :func:`run_episode` observer sees it, before the simulator executes it.
+
+    ``sim`` is still in the state the action was chosen from; ``reply`` is the policy's whole result dict when
+    this step started a new chunk (its diagnostics, e.g. a wrapper's fallback reason), else None.
+    """
+
+    index: int
+    obs: dict[str, Any]
+    action: np.ndarray
+    executed: np.ndarray
+    reply: dict[str, Any] | None
+    sim: Any
+
+
+#: ``observer(step)``: called once per control step (record, label, collect diagnostics); its return is ignored
+StepObserver = Callable[[Step], None]
+
 #: ``perturb(action, step, obs) -> executed action``; the policy's own action stays the recorded label (DART's
 #: disturbance, or DAgger's learner in control while the expert labels)
 Perturbation = Callable[[np.ndarray, int, dict[str, Any]], np.ndarray]
@@ -63,13 +82,14 @@ Perturbation = Callable[[np.ndarray, int, dict[str, Any]], np.ndarray]
 
 def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_steps: int | None = None,
                 max_steps: int | None = None, hooks: EpisodeHooks | None = None,
-                perturb: Perturbation | None = None) -> tuple[Episode | None, dict[str, Any]]:
+                perturb: Perturbation | None = None,
+                observer: StepObserver | None = None) -> tuple[Episode | None, dict[str, Any]]:
     """Roll ``policy`` out in ``sim`` from ``reset(seed)`` until success or the horizon.
 
     Returns the recorded episode (None when ``record`` is False) and a summary: success, steps, latched
     stages, the fingerprint of the initial state (taken before any hook changes the scene), the EE trace.
     With ``perturb`` the simulator executes another action (it sees the same observation as the policy) while
-    the policy's action is recorded.
+    the policy's action is recorded. ``observer`` sees every step (:class:`Step`) before it is executed.
     """
     obs = sim.reset(seed)
     policy.reset()
@@ -77,7 +97,8 @@ def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_st
     try:
         if hooks is not None:
             obs = hooks.after_reset(sim) or obs
-        return _rollout(sim, policy, obs, seed, fingerprint, record, n_action_steps, max_steps, hooks, perturb)
+        return _rollout(sim, policy, obs, seed, fingerprint, record, n_action_steps, max_steps, hooks, perturb,
+                        observer)
     finally:
         if hooks is not None:
             hooks.close()
@@ -85,7 +106,8 @@ def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_st
 
 def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: str, record: bool,
              n_action_steps: int | None, max_steps: int | None, hooks: EpisodeHooks | None,
-             perturb: Perturbation | None = None) -> tuple[Episode | None, dict[str, Any]]:
+             perturb: Perturbation | None = None,
+             observer: StepObserver | None = None) -> tuple[Episode | None, dict[str, Any]]:
     recorder = EpisodeRecorder(tuple(c for c in CAMERAS if image_key(c) in obs))
     stages = dict.fromkeys(sim.task.stages, False)
     trace_pos, trace_grip = [sim.ee_pos()], [float(gripper_opening(sim.gripper_qpos()))]
@@ -98,6 +120,8 @@ def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: s
         if record:
             _record_step(recorder, sim, seen, action)
         executed = sim.action_space.clip(perturb(action, steps, seen)) if perturb is not None else action
+        if observer is not None:
+            observer(Step(steps, seen, action, executed, broker.last_reply if broker.queried else None, sim))
         obs = sim.step(executed)
         steps += 1
         if hooks is not None:

@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
+
+from eval.bench_config import BenchConfig
+from r2a_core.files import write_json_atomic
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -21,15 +23,19 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="{run,compare,report,perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
-                                       "appended to OUT/results.jsonl as they finish, and a rerun resumes.")
-    run_p.add_argument("--config", required=True, metavar="YAML", help="benchmark config, e.g. configs/bench/quick.yaml")
+                                       "appended to OUT/results.jsonl as they finish, and a rerun resumes.",
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="config fields (--set FIELD=VALUE):\n" + BenchConfig.help_text() + "\n")
+    run_p.add_argument("--config", required=True, metavar="YAML",
+                       help="benchmark config, e.g. configs/bench/quick.yaml")
     run_p.add_argument("--policy", action="append", required=True, metavar="NAME[:ARG]",
                        help="policy to evaluate (repeat to compare, e.g. --policy base --policy r2a)")
     run_p.add_argument("--out", required=True, type=Path, metavar="DIR", help="results directory")
     run_p.add_argument("--workers", type=int, default=1, help="parallel worker processes")
     run_p.add_argument("--executor", default="local", choices=["local", "ray"], help="where jobs run")
     run_p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                       help="override a config field (repeatable), e.g. --set episodes=5")
+                       help="override a config field, value parsed as YAML (repeatable), e.g. --set episodes=5 "
+                            "or --set factors.camera=[1,3]")
     run_p.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
                        help="log the summary to Weights & Biases (offline by default when enabled)")
     compare = sub.add_parser("compare", help="pair two results directories episode by episode (McNemar per cell)",
@@ -51,7 +57,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     graph.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], metavar="FRAMES",
                        help="frame counts to build (default: 10000 100000 1000000)")
     graph.add_argument("--seed", type=int, default=0, help="seed of the synthetic demonstrations")
-    graph.add_argument("--config", metavar="YAML", help="graph config (default: built-in defaults)")
+    graph.add_argument("--config", metavar="YAML", help="graph config (default: built-in defaults; fields: "
+                                                        "'r2a graph build --help')")
     graph.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                        help="override one graph config value (repeatable)")
     graph.add_argument("--json", metavar="PATH", help="also write the rows (with config and versions) as JSON")
@@ -101,7 +108,7 @@ def _perf_graph(args: argparse.Namespace) -> int:
     print()
     print(format_stages(rows))
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2) + "\n")
+        write_json_atomic(args.json, rows)
     return 0
 
 
@@ -112,19 +119,11 @@ def _perf_policy(args: argparse.Namespace) -> int:
                                  warmup=args.warmup, seed=args.seed, threads=args.threads or None)
     print(format_table(row))
     if args.json:
-        _write_json_atomic(Path(args.json), row)
+        write_json_atomic(Path(args.json), row)
     return 0
 
 
-def _write_json_atomic(path: Path, data: object) -> None:
-    """Write to a temp file next to ``path`` and rename, so a crash never leaves half a JSON file."""
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
 def _bench_run(args: argparse.Namespace) -> int:
-    from eval.bench_config import BenchConfig
     from eval.runner import run_benchmark
 
     config = BenchConfig.from_yaml(args.config, args.set)
@@ -142,7 +141,7 @@ def _bench_compare(args: argparse.Namespace) -> int:
 
     result = compare_runs(args.a, args.b, args.policy_a, args.policy_b)
     if args.json:
-        _write_json_atomic(args.json, result)
+        write_json_atomic(args.json, result)
     print(comparison_markdown(result), end="")
     return 0
 

@@ -15,11 +15,12 @@ from typing import Any
 
 import numpy as np
 
-from eval.bench_config import CLEAN, BenchConfig
+from eval.bench_config import BenchConfig
+from eval.schema import CLEAN, EPISODE_SCHEMA, EPISODE_SCHEMA_VERSION
+from r2a_core.files import atomic_path
 
 log = logging.getLogger(__name__)
 
-RECORD_SCHEMA, RECORD_SCHEMA_VERSION = "r2a.bench.episode", 1
 _SIMS: dict[tuple[str, int], Any] = {}
 
 
@@ -83,7 +84,7 @@ def run_job(job: Job, config: BenchConfig, out_dir: str | None = None) -> dict[s
     """Run one episode and return its record; a crash becomes a record with ``error`` set, never an exception."""
     start = time.perf_counter()
     seed = config.seed + job.episode
-    base = {"schema": RECORD_SCHEMA, "schema_version": RECORD_SCHEMA_VERSION, **asdict(job),
+    base = {"schema": EPISODE_SCHEMA, "schema_version": EPISODE_SCHEMA_VERSION, **asdict(job),
             "env_seed": seed, "policy_seed": seed, "config_name": config.name}
     try:
         record = {**base, **_run(job, config, seed, out_dir)}
@@ -137,6 +138,5 @@ def _record_fields(sim, hooks: BenchHooks, summary: dict[str, Any]) -> dict[str,
 def _save_trajectory(out_dir: Path, job: Job, trace: dict[str, np.ndarray]) -> None:
     folder = out_dir / "trajectories"
     folder.mkdir(parents=True, exist_ok=True)
-    tmp = folder / f".{job.slug()}.tmp.npz"
-    np.savez_compressed(tmp, **trace)
-    tmp.replace(folder / f"{job.slug()}.npz")
+    with atomic_path(folder / f"{job.slug()}.npz") as tmp:
+        np.savez_compressed(tmp, **trace)

@@ -1,4 +1,5 @@
-"""Per-episode trajectory quality from end-effector positions and the gripper opening (DESIGN.md §5).
+"""Per-episode trajectory quality from end-effector positions and the gripper opening
+(docs/architecture.md, "The shift benchmark").
 
 Success rate says whether a policy got there; these say how: a policy that wanders, jitters or chatters its
 gripper under a shift can still succeed. Positions are ``(T, 3)`` in metres sampled every ``dt`` seconds
@@ -79,7 +80,7 @@ def sparc(speed: np.ndarray, fs: float, padlevel: int = 4, fc: float = 10.0, amp
     less smooth; it does not depend on the movement's amplitude or duration, unlike jerk.
 
     As in the authors' reference code: the FFT magnitude of the speed, zero-padded to ``2**padlevel`` times the
-    next power of two (the "zero-padded ×4" of DESIGN.md §5 is this padlevel 4), normalized by its maximum (the
+    next power of two (the usual "zero-padded ×4" is this padlevel 4), normalized by its maximum (the
     DC value for a non-negative speed); the band runs up to min(``fc``, the last frequency whose normalized
     amplitude is ≥ ``amp_th``); SPARC is minus the arc length of the normalized spectrum over that band with
     frequencies divided by the band width. A single minimum-jerk bell gives ≈ −1.40; submovements and tremor

@@ -1,4 +1,5 @@
-"""Per-episode benchmark records → versioned JSON summary, Markdown report and PNG figures (DESIGN.md §5).
+"""Per-episode benchmark records → versioned JSON summary, Markdown report and PNG figures
+(docs/architecture.md, "The shift benchmark").
 
 The runner appends one ``r2a.bench.episode`` record per job to ``results.jsonl``; a job is keyed by
 (policy, task, factor, level, episode) and the clean run is factor ``"clean"``, level 0. This module reads
@@ -25,7 +26,6 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
 import sys
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -44,17 +44,13 @@ from eval.stats import (
     transitions,
     wilson_interval,
 )
+from eval.schema import (CLEAN, EPISODE_SCHEMA, EPISODE_SCHEMA_VERSIONS, JOB_FIELDS, SUMMARY_SCHEMA,
+                         SUMMARY_SCHEMA_VERSION)
 from r2a_core.errors import R2AInputError
+from r2a_core.files import atomic_path, to_json_safe, write_json_atomic, write_text_atomic
 
 log = logging.getLogger(__name__)
 
-EPISODE_SCHEMA = "r2a.bench.episode"
-#: episode record versions this reader understands
-EPISODE_SCHEMA_VERSIONS = frozenset({1})
-SUMMARY_SCHEMA = "r2a.bench.summary"
-SUMMARY_SCHEMA_VERSION = 1
-CLEAN = "clean"
-JOB_FIELDS = ("policy", "task", "factor", "level", "episode")
 REQUIRED_FIELDS = (*JOB_FIELDS, "success")
 
 Record = Mapping[str, Any]
@@ -455,21 +451,6 @@ def _integrity_problems(table: Mapping[str, Any]) -> list[str]:
 
 # ------------------------------------------------------------------------------------------------ JSON
 
-def to_json_safe(value: Any) -> Any:
-    """Plain JSON types only: NaN/inf → None, numpy scalars/arrays → Python, tuples → lists, paths → str."""
-    if isinstance(value, Mapping):
-        return {str(k): to_json_safe(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple, np.ndarray)):
-        return [to_json_safe(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float):
-        return value if math.isfinite(value) else None
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
 def _versions() -> dict[str, str]:
     from importlib import metadata
 
@@ -491,18 +472,10 @@ def write_report(out_dir: Path, summary: Mapping[str, Any]) -> list[Path]:
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [_write_atomic(out_dir / "summary.json", json.dumps(to_json_safe(summary), indent=2) + "\n")]
+    paths = [write_json_atomic(out_dir / "summary.json", summary)]
     figures = _write_figures(out_dir, summary)
-    paths.append(_write_atomic(out_dir / "report.md", render_markdown(summary, [p.name for p in figures])))
+    paths.append(write_text_atomic(out_dir / "report.md", render_markdown(summary, [p.name for p in figures])))
     return paths + figures
-
-
-def _write_atomic(path: Path, text: str) -> Path:
-    """Write to a temporary sibling, then rename: a reader never sees a half-written file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
 
 
 def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = ()) -> str:
@@ -627,9 +600,8 @@ def _write_figures(out_dir: Path, summary: Mapping[str, Any]) -> list[Path]:
         if fig is None:
             log.info("figure %s: nothing to plot", name)
             continue
-        tmp = out_dir / f".{name}.tmp"
-        fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
-        os.replace(tmp, out_dir / name)
+        with atomic_path(out_dir / name) as tmp:
+            fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
         paths.append(out_dir / name)
     return paths
 

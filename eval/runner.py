@@ -20,6 +20,7 @@ from tqdm import tqdm
 from eval.bench_config import BenchConfig
 from eval.episode_job import Job, run_job
 from r2a_core.errors import R2AInputError
+from r2a_core.files import to_json_safe, write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -100,9 +101,7 @@ def _pin_run(out_dir: Path, config: BenchConfig, policies: list[str]) -> None:
             raise R2AInputError(f"{path}: {out_dir} holds results of a different config or policy list; "
                                 f"use a new --out directory (or delete it) to start over")
         return
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(pinned, indent=2) + "\n")
-    tmp.replace(path)
+    write_json_atomic(path, pinned)
 
 
 def _finished_keys(path: Path) -> set[tuple]:
@@ -132,21 +131,11 @@ def _execute(jobs: list[Job], config: BenchConfig, out_dir: Path, workers: int, 
     with open(out_dir / RESULTS, "a", encoding="utf-8") as sink, \
             tqdm(total=len(jobs), desc=f"bench {config.name}", unit="ep", disable=not progress) as bar:
         for record in runner(jobs, config, str(out_dir), workers):
-            sink.write(json.dumps(record, default=_json_default) + "\n")
+            sink.write(json.dumps(to_json_safe(record)) + "\n")
             sink.flush()
             os.fsync(sink.fileno())
             bar.update(1)
             bar.set_postfix(ep_s=f"{bar.n / (time.perf_counter() - start):.2f}")
-
-
-def _json_default(value: Any) -> Any:
-    import numpy as np
-
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
 def _call(args: tuple[Job, BenchConfig, str]) -> dict[str, Any]:

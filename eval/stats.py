@@ -1,4 +1,5 @@
-"""The shift benchmark's statistics (DESIGN.md §5): intervals, paired tests and stage diagnostics.
+"""The shift benchmark's statistics: intervals, paired tests and stage diagnostics
+(docs/architecture.md, "The shift benchmark").
 
 Every comparison the benchmark makes is *paired*: a clean and a shifted run of the same (task, episode) share
 their seeds, and so do the base policy and the R2A wrapper on the same perturbed episode. Paired statistics

@@ -1,22 +1,19 @@
 """Typed configuration of a graph build, loadable from YAML and overridable with ``section.field=value``.
 
 The defaults here are the defaults of ``configs/graph/default.yaml`` (a test keeps them equal), so the CLI works
-from any directory without the YAML. The full config is written into every graph's manifest.
+from any directory without the YAML. The full config is written into every graph's manifest. Loading, type
+checks and the ``--help`` text come from the project's one config loader (:mod:`r2a_core.config`).
 """
 
 from __future__ import annotations
 
-import difflib
-import json
-import typing
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Literal
 
-import yaml
-
+from r2a_core.config import TypedConfig, apply_override
+from r2a_core.config import field_docs as _field_docs
 from r2a_core.errors import R2AInputError
-from r2a_core.yaml_io import read_yaml_mapping
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ class EdgeConfig:
 class IndexConfig:
     """FAISS index for seed retrieval and for building spatial edges."""
 
-    type: str = "auto"
+    type: Literal["auto", "flat", "ivf", "hnsw"] = "auto"
     """auto | flat | ivf | hnsw; auto = flat up to exact_max_nodes, IVF above"""
     exact_max_nodes: int = 100_000
     """largest node count that gets an exact (flat) index under type=auto"""
@@ -91,12 +88,12 @@ class IndexConfig:
     """HNSW graph degree"""
     hnsw_ef_search: int = 128
     """HNSW search breadth"""
-    gpu: str = "auto"
+    gpu: Literal["auto", "on", "off"] = "auto"
     """auto | on | off: use faiss-gpu when it is installed and a GPU is present"""
     build_threads: int = 0
     """OpenMP threads while building (0 = all cores)"""
     query_threads: int = 1
-    """OpenMP threads for small query batches (one thread is ~4x faster for single queries, DESIGN.md §7)"""
+    """OpenMP threads for small query batches (one thread is ~4x faster for single queries on 2 vCPUs)"""
     seed: int = 1234
     """seed of the IVF k-means"""
 
@@ -112,8 +109,10 @@ class InputConfig:
 
 
 @dataclass(frozen=True)
-class GraphConfig:
+class GraphConfig(TypedConfig):
     """Everything a graph build depends on besides its inputs."""
+
+    CONFIG_WHAT: ClassVar[str] = "graph config"
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     features: FeatureConfig = field(default_factory=FeatureConfig)
@@ -122,91 +121,15 @@ class GraphConfig:
     inputs: InputConfig = field(default_factory=InputConfig)
 
     def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
         _validate(self)
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["edges"]["temporal_offsets"] = list(self.edges.temporal_offsets)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any], where: str = "graph config") -> "GraphConfig":
-        if not isinstance(d, dict):
-            raise R2AInputError(f"{where}: expected a mapping of sections, got {type(d).__name__}")
-        sections = {}
-        for name, value in d.items():
-            sub = _section_type(name, where)
-            sections[name] = _build_section(sub, value, f"{where}: {name}")
-        return cls(**sections)
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> GraphConfig:
     """Defaults, then the YAML file (if any), then ``section.field=value`` overrides (values parsed as YAML)."""
-    cfg = GraphConfig()
-    if path is not None:
-        data = read_yaml_mapping(path, "graph config")
-        cfg = GraphConfig.from_dict(data, where=f"graph config {path}")
-    for item in overrides or []:
-        cfg = apply_override(cfg, item)
-    return cfg
-
-
-def apply_override(cfg: GraphConfig, item: str) -> GraphConfig:
-    """Apply one ``section.field=value`` override."""
-    key, sep, raw = item.partition("=")
-    section, dot, name = key.strip().partition(".")
-    if not sep or not dot:
-        raise R2AInputError(f"override '{item}': expected section.field=value, e.g. segmentation.stride=10")
-    sub_type = _section_type(section, f"override '{item}'")
-    current = asdict(getattr(cfg, section))
-    current[name] = yaml.safe_load(raw)
-    return replace(cfg, **{section: _build_section(sub_type, current, f"override '{item}'")})
-
-
-def _section_type(name: str, where: str) -> type:
-    hints = typing.get_type_hints(GraphConfig)
-    if name not in hints:
-        raise R2AInputError(f"{where}: unknown section '{name}'{_did_you_mean(name, hints)}")
-    return hints[name]
-
-
-def _build_section(sub: type, value: Any, where: str) -> Any:
-    if not isinstance(value, dict):
-        raise R2AInputError(f"{where}: expected a mapping, got {type(value).__name__}")
-    hints = typing.get_type_hints(sub)
-    kwargs = {}
-    for name, raw in value.items():
-        if name not in hints:
-            raise R2AInputError(f"{where}: unknown field '{name}'{_did_you_mean(name, hints)}")
-        kwargs[name] = _coerce(raw, hints[name], f"{where}.{name}")
-    return sub(**kwargs)
-
-
-def _coerce(raw: Any, typ: Any, where: str) -> Any:
-    """Check a YAML value against a field type; ints are accepted where floats are expected."""
-    if typ is bool:
-        if isinstance(raw, bool):
-            return raw
-    elif typ is int:
-        if isinstance(raw, int) and not isinstance(raw, bool):
-            return raw
-    elif typ is float:
-        if isinstance(raw, (int, float)) and not isinstance(raw, bool):
-            return float(raw)
-    elif typ is str:
-        if isinstance(raw, str):
-            return raw
-    elif typing.get_origin(typ) is tuple:
-        if isinstance(raw, (list, tuple)) and all(isinstance(v, int) and not isinstance(v, bool) for v in raw):
-            return tuple(raw)
-    name = getattr(typ, "__name__", str(typ)).replace("typing.", "")
-    raise R2AInputError(f"{where}: got {raw!r}, expected {name if name != 'tuple' else 'a list of integers'}")
-
-
-def _did_you_mean(name: str, options: typing.Iterable[str]) -> str:
-    close = difflib.get_close_matches(name, list(options), n=1)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
-    return f"{hint} (valid: {', '.join(options)})"
+    return GraphConfig.from_yaml(path, overrides)
 
 
 def _validate(cfg: GraphConfig) -> None:
@@ -235,27 +158,15 @@ def _validate(cfg: GraphConfig) -> None:
             raise R2AInputError(f"graph config: {message}")
 
 
-
 def field_docs() -> dict[str, tuple[Any, str]]:
-    """``section.field`` → (default, the field's one-line docstring), read from this module's source (CLI help)."""
-    import ast
-    import inspect
-    import sys
-
-    tree = ast.parse(inspect.getsource(sys.modules[__name__]))
-    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
-    defaults = GraphConfig().to_dict()
-    out = {}
-    for section, sub in typing.get_type_hints(GraphConfig).items():
-        body = classes[sub.__name__].body
-        for stmt, nxt in zip(body, body[1:]):
-            if (isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name)
-                    and isinstance(nxt, ast.Expr) and isinstance(nxt.value, ast.Constant)):
-                name = stmt.target.id
-                out[f"{section}.{name}"] = (defaults[section][name], str(nxt.value.value).strip())
-    return out
+    """``section.field`` → (default, the field's one-line docstring) (the CLI help)."""
+    return _field_docs(GraphConfig)
 
 
 def config_help() -> str:
     """The config fields as help text: one line per ``section.field=default``."""
-    return "\n".join(f"  {key}={json.dumps(default)}  {doc}" for key, (default, doc) in field_docs().items())
+    return GraphConfig.help_text()
+
+
+__all__ = ["EdgeConfig", "FeatureConfig", "GraphConfig", "IndexConfig", "InputConfig", "SegmentationConfig",
+           "apply_override", "config_help", "field_docs", "load_config"]

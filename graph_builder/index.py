@@ -6,8 +6,8 @@ request; it builds ~10x slower, and on one thread so that it stays deterministic
 CPU index; with faiss-gpu and a GPU present, k-means and searches run on a GPU copy.
 
 Threads: FAISS parallelizes one query over OpenMP threads, which on a 2-core machine makes a single query ~4x
-*slower* (DESIGN.md §7). Small query batches therefore run with ``query_threads`` (default 1) and large
-batches (edge building) with ``build_threads`` (0 = all cores).
+*slower* (docs/architecture.md, "Platform notes"). Small query batches therefore run with ``query_threads``
+(default 1) and large batches (edge building) with ``build_threads`` (0 = all cores).
 """
 
 from __future__ import annotations

@@ -19,9 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import shutil
-import uuid
 from pathlib import Path
 from typing import Any, Callable
 
@@ -30,6 +27,7 @@ import numpy as np
 from graph_builder.index import deserialize_index, serialize_index
 from graph_builder.motion_graph import MotionGraph
 from r2a_core.errors import R2AInputError
+from r2a_core.files import atomic_dir
 
 log = logging.getLogger(__name__)
 
@@ -49,23 +47,17 @@ def save_graph(graph: MotionGraph, out_dir: str | Path, overwrite: bool = False)
     out = Path(out_dir)
     if out.exists() and not overwrite and (not out.is_dir() or any(out.iterdir())):
         raise R2AInputError(f"{out}: already exists; choose another --out or pass --force to replace it")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.parent / f".{out.name}.tmp-{uuid.uuid4().hex[:8]}"
-    try:
-        tmp.mkdir()
+    with atomic_dir(out, overwrite=True) as tmp:
         files = _write_payload(graph, tmp)
         manifest = {**graph.manifest, "files": files}
-        _write_bytes(tmp / MANIFEST, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
-        _replace_dir(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        (tmp / MANIFEST).write_bytes((json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode())
     graph.manifest, graph.path = manifest, out
     log.info("wrote graph to %s (%.1f MB)", out, sum(f["bytes"] for f in files.values()) / 2**20)
     return out
 
 
 def _write_payload(graph: MotionGraph, root: Path) -> dict[str, dict[str, Any]]:
+    """Arrays and index into ``root`` (a temporary directory that :func:`atomic_dir` fsyncs and renames)."""
     (root / ARRAY_DIR).mkdir()
     files = {}
     for name in sorted(graph.arrays):
@@ -73,34 +65,10 @@ def _write_payload(graph: MotionGraph, root: Path) -> dict[str, dict[str, Any]]:
         rel = f"{ARRAY_DIR}/{name}.npy"
         with open(root / rel, "wb") as fh:
             np.lib.format.write_array(fh, arr, allow_pickle=False)
-            fh.flush()
-            os.fsync(fh.fileno())
         files[rel] = {**_file_digest(root / rel), "shape": list(arr.shape), "dtype": arr.dtype.str}
-    _write_bytes(root / INDEX_FILE, serialize_index(graph.index))
+    (root / INDEX_FILE).write_bytes(serialize_index(graph.index))
     files[INDEX_FILE] = _file_digest(root / INDEX_FILE)
     return files
-
-
-def _write_bytes(path: Path, data: bytes) -> None:
-    with open(path, "wb") as fh:
-        fh.write(data)
-        fh.flush()
-        os.fsync(fh.fileno())
-
-
-def _replace_dir(tmp: Path, out: Path) -> None:
-    """Rename ``tmp`` to ``out``; an existing ``out`` is moved aside first and deleted after the swap."""
-    if not out.exists():
-        os.rename(tmp, out)
-        return
-    old = out.parent / f".{out.name}.old-{uuid.uuid4().hex[:8]}"
-    os.rename(out, old)
-    try:
-        os.rename(tmp, out)
-    except BaseException:
-        os.rename(old, out)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _file_digest(path: Path) -> dict[str, Any]:

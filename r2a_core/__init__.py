@@ -1,6 +1,7 @@
-"""Shared leaf types of r2a: the Episode record, observation keys, action spaces and the Policy protocol.
+"""Shared leaf types and toolkit of r2a: the Episode record, observation keys, action spaces, the Policy
+protocol, the typed config loader (:mod:`r2a_core.config`) and the atomic writer (:mod:`r2a_core.files`).
 
-Every other package may import this one; it imports none of them (see README, "Architecture").
+Every other package may import this one; it imports none of them (docs/architecture.md, "The package rule").
 """
 
 from r2a_core.errors import R2AInputError

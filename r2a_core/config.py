@@ -24,7 +24,7 @@ import types
 import typing
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterable, Literal, Mapping, Sequence, TypeVar
+from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence, TypeVar
 
 import yaml
 
@@ -32,13 +32,15 @@ from r2a_core.errors import R2AInputError
 from r2a_core.yaml_io import read_yaml_mapping
 
 T = TypeVar("T")
+C = TypeVar("C", bound="TypedConfig")
 _MISSING = object()
 
 
 def did_you_mean(name: str, options: Iterable[str]) -> str:
     """``" (did you mean 'x'?)"`` for the closest option, or an empty string."""
-    close = difflib.get_close_matches(str(name), [str(o) for o in options], n=1)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    by_folded = {str(o).casefold(): str(o) for o in options}
+    close = difflib.get_close_matches(str(name).casefold(), list(by_folded), n=1)
+    return f" (did you mean '{by_folded[close[0]]}'?)" if close else ""
 
 
 def unknown_name_error(what: str, name: str, valid: Iterable[str], where: str = "",
@@ -95,6 +97,11 @@ def override(config: T, items: Sequence[str], where: str = "config") -> T:
     return from_dict(type(config), raw, where)
 
 
+def apply_override(config: T, item: str) -> T:
+    """``config`` with one ``section.field=value`` override applied."""
+    return override(config, [item])
+
+
 def _apply_override(cls: type, raw: dict[str, Any], item: str) -> None:
     """Set one ``a.b.c=value`` into ``raw``, checking the path and the value's type against ``cls`` first."""
     key, sep, text = item.partition("=")
@@ -113,14 +120,14 @@ def _apply_override(cls: type, raw: dict[str, Any], item: str) -> None:
         if _is_dataclass_type(typ):
             hints = _hints(typ)
             if part not in hints:
-                raise unknown_name_error("field", part, hints, where)
+                raise _unknown_path(typ, part, where)
             typ = hints[part]
         elif _is_str_mapping(typ):
             typ = _mapping_value_type(typ)
         else:
             raise R2AInputError(f"{where}: '{'.'.join(parts[:i])}' has no fields (it is a single value)")
         if last:
-            _coerce(value, typ, where)
+            _coerce(value, typ, f"{where}: {key.strip()}")
             node[part] = value
         else:
             child = node.get(part)
@@ -130,6 +137,46 @@ def _apply_override(cls: type, raw: dict[str, Any], item: str) -> None:
                 raise R2AInputError(f"{where}: '{'.'.join(parts[:i + 1])}' is not a section")
             node[part] = child = dict(child)
             node = child
+
+
+class TypedConfig:
+    """Mixin of the project's config dataclasses: the loader's functions as methods of the class."""
+
+    #: what the config is called in error messages ("benchmark config", "graph config", ...)
+    CONFIG_WHAT: ClassVar[str] = "config"
+
+    @classmethod
+    def from_yaml(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] | None = None) -> C:
+        """Defaults, then the YAML file (if any), then ``section.field=value`` overrides."""
+        return load_config(cls, path, overrides, cls.CONFIG_WHAT)
+
+    @classmethod
+    def from_dict(cls: type[C], data: Any, where: str | None = None) -> C:
+        """From a mapping (a stored config, a test's dict), every field checked."""
+        return from_dict(cls, data, where or cls.CONFIG_WHAT)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data (tuples as lists), for manifests and records."""
+        return to_dict(self)
+
+    def with_overrides(self: C, items: Sequence[str]) -> C:
+        """A copy with ``section.field=value`` overrides applied."""
+        return override(self, items, self.CONFIG_WHAT)
+
+    @classmethod
+    def help_text(cls) -> str:
+        """Every field with its default and doc, one per line (the ``--help`` epilog)."""
+        return config_help(cls)
+
+
+def _unknown_path(cls: type, name: str, where: str) -> R2AInputError:
+    """Unknown field ``name`` of ``cls``; a field of that name inside a section is suggested with its section."""
+    inside = [f"{section}.{name}" for section, typ in _hints(cls).items()
+              if _is_dataclass_type(typ) and name in _hints(typ)]
+    if inside:
+        return R2AInputError(f"{where}: unknown field '{name}' (did you mean '{inside[0]}'?); "
+                             f"valid fields: {', '.join(_hints(cls))}")
+    return unknown_name_error("field", name, _hints(cls), where)
 
 
 # ------------------------------------------------------------------------------------------------ types
@@ -170,8 +217,8 @@ def _coerce(value: Any, typ: Any, where: str) -> Any:
                 return _coerce(value, option, where)
             except R2AInputError as err:
                 errors.append(err)
-        if len(options) == 1:
-            raise errors[0]
+        if len(options) == 1 and options[0] not in (bool, int, float, str):
+            raise errors[0]  # the inner error says where inside the value it went wrong
         raise R2AInputError(f"{where}: got {value!r}, expected {_describe(typ)}")
     if origin is Literal:
         if any(type(value) is type(a) and value == a for a in args):
@@ -308,5 +355,5 @@ def _docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
-__all__ = ["config_help", "did_you_mean", "field_docs", "from_dict", "load_config", "override", "to_dict",
-           "unknown_name_error"]
+__all__ = ["TypedConfig", "apply_override", "config_help", "did_you_mean", "field_docs", "from_dict", "load_config",
+           "override", "to_dict", "unknown_name_error"]

@@ -39,6 +39,14 @@ def _fsync_dir(path: Path) -> None:
         fsync_file(path)
 
 
+def commit_file(tmp: str | Path, path: str | Path) -> Path:
+    """fsync ``tmp`` and rename it onto ``path``: for writers that build a file over time (the HDF5 writer)."""
+    fsync_file(tmp)
+    os.replace(tmp, path)
+    _fsync_dir(Path(path).parent)
+    return Path(path)
+
+
 @contextlib.contextmanager
 def atomic_write(path: str | Path, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[Any]:
     """``with atomic_write(p) as fh: fh.write(...)`` — ``p`` appears complete or not at all.
@@ -74,12 +82,10 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = temp_sibling(path).with_suffix(path.suffix or ".tmp")
     try:
         yield tmp
-        fsync_file(tmp)
-        os.replace(tmp, path)
+        commit_file(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(path.parent)
 
 
 @contextlib.contextmanager
@@ -151,5 +157,5 @@ def to_json_safe(value: Any) -> Any:
     return value
 
 
-__all__ = ["atomic_dir", "atomic_path", "atomic_write", "fsync_file", "temp_sibling", "to_json_safe",
+__all__ = ["atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "temp_sibling", "to_json_safe",
            "write_json_atomic", "write_text_atomic"]

@@ -36,16 +36,23 @@ class ChunkBroker:
         self.policy, self.action_dim, self.n_action_steps = policy, int(action_dim), n_action_steps
         self._queue: list[np.ndarray] = []
         self.queries = 0
+        #: the policy's whole result dict of the last query (its diagnostics travel here), and whether the last
+        #: ``act`` call made that query
+        self.last_reply: dict[str, Any] | None = None
+        self.queried = False
 
     def reset(self) -> None:
         self._queue.clear()
         self.queries = 0
+        self.last_reply, self.queried = None, False
         self.policy.reset()
 
     def act(self, obs: dict[str, Any]) -> np.ndarray:
         """The next action: from the queue, or from a fresh chunk when the queue is empty."""
-        if not self._queue:
-            actions = np.asarray(self.policy.infer(obs)["actions"], dtype=np.float32)
+        self.queried = not self._queue
+        if self.queried:
+            self.last_reply = self.policy.infer(obs)
+            actions = np.asarray(self.last_reply["actions"], dtype=np.float32)
             if actions.ndim == 1:
                 actions = actions[None]
             if actions.ndim != 2 or actions.shape[1] != self.action_dim or len(actions) == 0:

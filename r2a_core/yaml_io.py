@@ -1,4 +1,5 @@
-"""Reading YAML config files with one-line errors that name the file."""
+"""Reading a YAML file's top-level mapping with one-line errors that name the file (used by :mod:`r2a_core.config`
+and the adapter key maps)."""
 
 from __future__ import annotations
 
@@ -22,20 +23,3 @@ def read_yaml_mapping(path: str | Path, what: str = "config") -> dict[str, Any]:
     if not isinstance(data, dict):
         raise R2AInputError(f"{what} {path}: expected a mapping of fields at the top level")
     return data
-
-
-def apply_overrides(raw: dict[str, Any], overrides: list[str] | None) -> dict[str, Any]:
-    """Apply ``FIELD=VALUE`` command-line overrides (values parsed as YAML) to a config mapping, in place."""
-    for item in overrides or []:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise R2AInputError(f"override '{item}': expected FIELD=VALUE")
-        raw[key.strip()] = yaml.safe_load(value)
-    return raw
-
-
-def check_fields(raw: dict[str, Any], known: set[str], where: str) -> None:
-    """Reject unknown config fields, listing the valid ones (a typo must never be silently ignored)."""
-    unknown = sorted(set(raw) - known)
-    if unknown:
-        raise R2AInputError(f"{where}: unknown field(s) {unknown}; valid fields: {sorted(known)}")

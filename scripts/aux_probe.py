@@ -71,21 +71,19 @@ def heldout(checkpoint: str, demo_file: str, every: int) -> dict:
 
 def rollout(policy_spec: str, seed: int, sim, last: int) -> dict:
     """Run the policy on a StackThree benchmark seed, probing its aux head at every control step."""
-    from demos.rollout import run_episode
+    from demos.rollout import Step, run_episode
     from r2a.policies.registry import make_policy
 
     policy = make_policy(policy_spec, sim=sim, seed=seed)
     vla = getattr(policy, "inner", policy)
     pred, true, actions = [], [], []
 
-    def probe(action: np.ndarray, step: int, obs: dict) -> np.ndarray:
-        with torch.inference_mode():
-            pred.append(vla.model(*vla._inputs(obs, step))[1][0].numpy().reshape(3, 3) / 10.0)
+    def probe(step: Step) -> None:
+        pred.append(vla.predict(step.obs)[2])
         true.append(np.array([sim.object_pos(c) for c in CUBES]) - sim.ee_pos())
-        actions.append(action)
-        return action
+        actions.append(step.action)
 
-    _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=vla.n_action_steps, perturb=probe)
+    _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=vla.n_action_steps, observer=probe)
     pred, true, actions = np.array(pred), np.array(true), np.array(actions)
     tail = slice(-last, None)
     return {"seed": seed, "success": bool(summary["success"]), "steps": len(actions), **phase_errors(pred, true),

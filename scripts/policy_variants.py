@@ -17,7 +17,6 @@ import os
 from functools import lru_cache
 
 import numpy as np
-import torch
 
 from r2a.vla.policy import BuiltinVLAPolicy
 
@@ -41,15 +40,13 @@ def coherent(obs: dict) -> np.ndarray:
     step = int(obs["state/step"])
     if step == 0:
         _previous.clear()
-    with torch.inference_mode():
-        chunks, scores, _ = policy.model.hypotheses(*policy._inputs(obs, step))
-    chunks = chunks[0].numpy() * policy.stats["action_std"] + policy.stats["action_mean"]  # (K, chunk, 7)
+    chunks, scores, _ = policy.predict(obs)  # (K, chunk, 7) in the action space, (K,)
     if _previous:
         planned = _previous["chunk"][step - _previous["step"]:]
         gap = np.abs(chunks[:, :len(planned)] - planned[None])  # (K, overlap, 7)
         best = int((gap[..., :6].mean(axis=(1, 2)) + gap[..., 6].mean(axis=1)).argmin())  # motion + gripper
     else:
-        best = int(scores[0].argmax())
-    chunk = policy.action_space.clip(chunks[best])
+        best = int(scores.argmax())
+    chunk = chunks[best]
     _previous.update(chunk=chunk, step=step)
     return chunk[:EXECUTED].astype(np.float32)

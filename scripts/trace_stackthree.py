@@ -13,7 +13,7 @@ import json
 
 import numpy as np
 
-from demos.rollout import run_episode
+from demos.rollout import Step, run_episode
 from sim.envs.robosuite_env import SimConfig, SimEnv
 from r2a.policies.registry import make_policy
 
@@ -26,13 +26,12 @@ def trace(sim: SimEnv, policy_spec: str, seed: int, last: int, n_action_steps: i
     """Roll the policy out from ``seed`` and summarize the cube/hand geometry of its final ``last`` steps."""
     rows = []
 
-    def record(action: np.ndarray, step: int, obs: dict) -> np.ndarray:
+    def record(step: Step) -> None:
         rows.append(np.concatenate([sim.object_pos(c) for c in ("cubeA", "cubeB", "cubeC")] +
-                                   [sim.ee_pos(), [action[6]]]))
-        return action
+                                   [sim.ee_pos(), [step.action[6]]]))
 
     policy = make_policy(policy_spec, sim=sim, seed=seed)
-    _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, perturb=record)
+    _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, observer=record)
     t = np.array(rows)[-last:]
     red, green, blue, hand = t[:, 0:3], t[:, 3:6], t[:, 6:9], t[:, 9:12]
     return {"seed": seed, "success": bool(summary["success"]), "steps": len(rows),

@@ -159,7 +159,7 @@ def test_registry_lerobot_specs(fake_lerobot, tmp_path):
 
 def test_missing_lerobot_says_what_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "lerobot", None)  # as if it were not installed
-    with pytest.raises(R2AInputError, match=r"pip install 'r2a\[lerobot\]'.*DESIGN.md §7"):
+    with pytest.raises(R2AInputError, match=r"pip install 'r2a\[lerobot\]'.*docs/architecture.md, 'Platform notes'"):
         LeRobotPolicy(_checkpoint(tmp_path))
 
 

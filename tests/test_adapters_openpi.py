@@ -1,13 +1,17 @@
 """openpi's websocket protocol end to end on localhost: our server, our client and openpi's reference client."""
 
+import contextlib
 import http.client
 import socket
+import sys
 import time
+from collections.abc import Callable, Iterator
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
 
+from r2a.adapters import openpi_ws
 from r2a.adapters.guard import GuardedPolicy
 from r2a.adapters.keymap import ADAPTER_DIR, load_keymap
 from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy, PolicyServer, PolicyServerError
@@ -49,10 +53,60 @@ def server():
     srv.stop()
 
 
-def _free_port() -> int:
+@contextlib.contextmanager
+def _reserved_port() -> Iterator[int]:
+    """A port bound (port 0, read back) but not listening, held for the block: connecting to it is refused and
+    nobody else can bind it, so no other process can take it between the test choosing it and a server using it.
+
+    Our server's socket (``socket.create_server``) sets SO_REUSEADDR like this one, and on Linux two such
+    sockets may share a port as long as only one listens: a PolicyServer can then listen on the reserved port.
+    """
     with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        yield sock.getsockname()[1]
+
+
+#: a server taking over a reserved port needs Linux's SO_REUSEADDR semantics (BSD and Windows differ)
+takes_over_reserved_port = pytest.mark.skipif(sys.platform != "linux",
+                                              reason="listening on a reserved port needs Linux SO_REUSEADDR")
+
+
+class _FakeClock:
+    """Stands in for the client module's ``time``: a sleep advances the clock at once, so the client's connect
+    retries are counted rather than timed. ``on_first_sleep`` runs at the first sleep, i.e. after one refusal."""
+
+    def __init__(self) -> None:
+        self.now, self.sleeps = 0.0, []
+        self.on_first_sleep: Callable[[], object] | None = None
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def perf_counter(self) -> float:
+        return time.perf_counter()  # the server's infer timing stays real
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+        if self.on_first_sleep is not None and len(self.sleeps) == 1:
+            self.on_first_sleep()
+
+
+@pytest.fixture
+def fake_clock(monkeypatch) -> tuple[_FakeClock, list[float]]:
+    """The client on a fake clock (retry interval 0.5 s), and the open_timeout of each of its connection attempts."""
+    clock, attempts = _FakeClock(), []
+    real_connect = openpi_ws.connect
+
+    def counting_connect(*args, **kwargs):
+        attempts.append(kwargs["open_timeout"])
+        return real_connect(*args, **kwargs)
+
+    monkeypatch.setattr(openpi_ws, "time", clock)
+    monkeypatch.setattr(openpi_ws, "connect", counting_connect)
+    monkeypatch.setattr(openpi_ws, "RETRY_INTERVAL", 0.5)
+    return clock, attempts
 
 
 def test_our_client_round_trip_metadata_and_reset(server):
@@ -97,21 +151,23 @@ def test_server_error_arrives_as_a_clear_client_error_and_the_client_reconnects(
         assert client.infer(_obs())["actions"].shape == (4, 7)  # a fresh connection
 
 
+@takes_over_reserved_port
 def test_a_restarted_server_is_reconnected_on_the_next_request():
-    first = PolicyServer(EchoPolicy(), host="127.0.0.1", port=0)
-    port = first.start()
-    client = OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}")
-    second = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port)
-    try:
-        client.infer(_obs())
-        first.stop()
-        second.start()
-        assert client.infer(_obs())["actions"].shape == (4, 7)
-        assert len(second.policy.seen) == 1
-    finally:
-        client.close()
-        first.stop()
-        second.stop()
+    with _reserved_port() as port:  # held across the restart, so nothing else can take the port in between
+        first = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port)
+        assert first.start() == port
+        client = OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}")
+        second = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port)
+        try:
+            client.infer(_obs())
+            first.stop()
+            second.start()
+            assert client.infer(_obs())["actions"].shape == (4, 7)
+            assert len(second.policy.seen) == 1
+        finally:
+            client.close()
+            first.stop()
+            second.stop()
 
 
 def test_healthz_answers_200(server):
@@ -122,28 +178,28 @@ def test_healthz_answers_200(server):
     conn.close()
 
 
-def test_nothing_listening_is_a_clear_error_fast():
-    port = _free_port()
-    start = time.monotonic()
-    with pytest.raises(R2AInputError, match=rf"ws://127.0.0.1:{port}: nothing answered within 0.6 s.*"
-                                            "start the server first"):
-        OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", connect_timeout=0.6)
-    assert time.monotonic() - start < 3.0
+def test_nothing_listening_is_a_clear_error_after_bounded_retries(fake_clock):
+    clock, attempts = fake_clock
+    with _reserved_port() as port:  # bound, not listening: every attempt is refused
+        with pytest.raises(R2AInputError, match=rf"ws://127.0.0.1:{port}: nothing answered within 1.25 s.*"
+                                                "start the server first"):
+            OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", connect_timeout=1.25)
+    # attempts at t = 0, 0.5, 1.0 and 1.25: one per interval, the last wait cut to the budget, then it gives up
+    assert attempts == [1.25, 0.75, 0.5, 0.5] and clock.sleeps == [0.5, 0.5, 0.25]
 
 
-def test_the_client_waits_for_a_server_that_starts_late():
-    port = _free_port()
-    srv = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port)
-    import threading
-
-    timer = threading.Timer(0.7, srv.start)
-    timer.start()
-    try:
-        with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", connect_timeout=10) as client:
-            assert client.infer(_obs())["actions"].shape == (4, 7)
-    finally:
-        timer.join()
-        srv.stop()
+@takes_over_reserved_port
+def test_the_client_waits_for_a_server_that_starts_late(fake_clock):
+    clock, attempts = fake_clock
+    with _reserved_port() as port:
+        srv = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port)
+        clock.on_first_sleep = srv.start  # the server comes up while the client waits after its first refusal
+        try:
+            with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", connect_timeout=10) as client:
+                assert client.infer(_obs())["actions"].shape == (4, 7)
+        finally:
+            srv.stop()
+    assert len(attempts) == 2 and clock.sleeps == [0.5]  # refused once, waited one interval, then connected
 
 
 def test_api_key_is_sent_and_checked():

@@ -1,5 +1,6 @@
 """The benchmark runner end to end on the smoke config: real MuJoCo, pairing, resume, report, bad configs."""
 
+import contextlib
 import json
 import os
 import shutil
@@ -116,26 +117,58 @@ def test_cli_bad_config_exits_2_without_output(tmp_path):
     assert not (tmp_path / "out").exists()
     done = subprocess.run([sys.executable, "-m", "r2a.cli", "bench", "run", "--config", str(SMOKE), "--policy",
                            "exprt", "--out", str(tmp_path / "out")], capture_output=True, text=True)
-    assert done.returncode == 2 and "unknown policy 'exprt'; valid policies:" in done.stderr
+    assert done.returncode == 2 and "unknown policy 'exprt' (did you mean 'expert'?); valid policies:" in done.stderr
     assert "expert (the task's scripted expert" in done.stderr
+
+
+#: ``r2a bench run`` whose result writer stops after writing (and fsync'ing) ``argv[1]`` records: it touches the
+#: file ``argv[2]`` and blocks there, while the workers go on with the jobs in flight, so a kill lands at a known
+#: point however fast the machine is. The rest of argv is the command line.
+_STOP_AFTER_N_RECORDS = """
+import sys, threading
+from pathlib import Path
+import eval.runner
+from r2a.cli import main
+
+n, marker, argv = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
+results = eval.runner._local_results
+
+def stop_after_n(*args, **kwargs):
+    for i, record in enumerate(results(*args, **kwargs), 1):
+        yield record
+        if i == n:  # the writer asks for record n + 1: record n is on disk
+            marker.touch()
+            threading.Event().wait()
+
+eval.runner._local_results = stop_after_n
+sys.exit(main(argv))
+"""
 
 
 @pytest.mark.slow
 def test_kill_dash_9_loses_only_episodes_in_flight(smoke_run, tmp_path):
     _, full = smoke_run
-    out = tmp_path / "killed"
-    cmd = [sys.executable, "-m", "r2a.cli", "bench", "run", "--config", str(SMOKE), "--policy", "expert",
-           "--policy", "expert_noisy:0.6", "--out", str(out), "--workers", "2"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    deadline = time.time() + 300
-    while time.time() < deadline:
-        if (out / RESULTS).exists() and len((out / RESULTS).read_text().splitlines()) >= 4:
-            break
-        time.sleep(0.2)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
-    assert len((out / RESULTS).read_text().splitlines()) < 12
-    assert subprocess.run(cmd, capture_output=True).returncode == 0
+    out, marker, kept = tmp_path / "killed", tmp_path / "written", 4
+    args = ["bench", "run", "--config", str(SMOKE), "--policy", "expert", "--policy", "expert_noisy:0.6",
+            "--out", str(out), "--workers", "2"]
+    with open(tmp_path / "stderr.txt", "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-c", _STOP_AFTER_N_RECORDS, str(kept), str(marker), *args],
+                                stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
+    try:
+        while not marker.exists():  # no deadline: pytest's timeout guards a hang
+            assert proc.poll() is None, f"the benchmark exited early:\n{(tmp_path / 'stderr.txt').read_text()}"
+            time.sleep(0.1)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # the writer and its pool workers, mid-episode or done
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = (out / RESULTS).read_text()
+    assert len(before.splitlines()) == kept and before.endswith("\n")
+    assert _records(out).items() <= _records(full).items()  # what was written survived, intact
+    done = subprocess.run([sys.executable, "-m", "r2a.cli", *args], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    after = (out / RESULTS).read_text()
+    assert after.startswith(before) and len(after.splitlines()) == 12  # the rerun ran exactly the other 8 jobs
     assert _records(out) == _records(full)
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from demos.lerobot_v3 import (
     LeRobotMapping,
-    _auto_cameras,
+    auto_cameras,
     is_lerobot_v3_dir,
     read_lerobot_v3,
     slugify,
@@ -156,13 +156,13 @@ def test_explicit_camera_map_and_single_gripper_value():
 
 
 def test_auto_cameras():
-    assert _auto_cameras(["observation.images.image", "observation.images.image2"]) == {
+    assert auto_cameras(["observation.images.image", "observation.images.image2"]) == {
         "agentview": "observation.images.image", "wrist": "observation.images.image2"}
-    assert _auto_cameras(["observation.images.cam_high", "observation.images.cam_left_wrist",
+    assert auto_cameras(["observation.images.cam_high", "observation.images.cam_left_wrist",
                           "observation.images.cam_low"]) == {
         "agentview": "observation.images.cam_high", "wrist": "observation.images.cam_left_wrist",
         "cam_low": "observation.images.cam_low"}
-    assert _auto_cameras([]) == {}
+    assert auto_cameras([]) == {}
 
 
 def test_is_lerobot_v3_dir(tmp_path):
@@ -293,9 +293,9 @@ def test_truncated_video(tmp_path):
 
 
 def test_video_cursor_rewinds(video_episodes):
-    from demos.lerobot_v3 import _VideoCursor
+    from demos.lerobot_v3 import VideoCursor
 
-    cursor = _VideoCursor(VIDEO / "videos" / "observation.images.image" / "chunk-000" / "file-000.mp4", 0.05)
+    cursor = VideoCursor(VIDEO / "videos" / "observation.images.image" / "chunk-000" / "file-000.mp4", 0.05)
     try:
         late = cursor.frames_at(np.array([2.1, 2.2]))  # episode 2, frames 0-1
         early = cursor.frames_at(np.array([0.0]))  # back to episode 0: reopens the file

@@ -26,7 +26,7 @@ def lift():
 
 def model_arrays(sim) -> dict[str, np.ndarray]:
     """Every array of the MuJoCo model, the headlight, and the offscreen scene flags."""
-    model = sim.sim.model._model
+    model = sim.mj_model
     out = {}
     for name in dir(model):
         value = getattr(model, name, None) if not name.startswith("_") else None
@@ -34,7 +34,7 @@ def model_arrays(sim) -> dict[str, np.ndarray]:
             out[name] = value.copy()
     for key in ("ambient", "diffuse", "specular", "active"):
         out[f"headlight.{key}"] = np.array(getattr(model.vis.headlight, key)).copy()
-    out["scene.flags"] = np.array(sim.sim._render_context_offscreen.scn.flags).copy()
+    out["scene.flags"] = np.array(sim.render_context.scn.flags).copy()
     return out
 
 
@@ -127,12 +127,12 @@ def test_camera_moves_only_agentview_and_more_at_l3(lift):
     obs = lift.reset(SEED)
     clean = obs[AGENT].astype(int)
     cam = lift.sim.model.camera_name2id("agentview")
-    pos0 = np.array(lift.sim.model._model.cam_pos[cam])
+    pos0 = np.array(lift.mj_model.cam_pos[cam])
     moved, diffs = {}, {}
     for level in (1, 3):
         lift.reset(SEED)
         _, undo = apply_shift(lift, "camera", level)
-        moved[level] = np.linalg.norm(lift.sim.model._model.cam_pos[cam] - pos0)
+        moved[level] = np.linalg.norm(lift.mj_model.cam_pos[cam] - pos0)
         diffs[level] = np.abs(lift.observe()[AGENT].astype(int) - clean).mean()
         undo()
     assert moved[3] > moved[1] > 0.01
@@ -174,11 +174,11 @@ def test_layout_places_objects_beyond_the_clean_range_with_distractors(lift):
         np.testing.assert_allclose(lift.initial_object_pos("cube"), lift.object_pos("cube"))
         if level == 3:
             assert len(params["distractors"]) == 4
-            model = lift.sim.model._model
+            model = lift.mj_model
             geoms = [mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_GEOM, g) for g in
                      ("right_eef_target_box", "left_eef_target_sphere")]
             for g, spec in zip(geoms, params["distractors"]):
-                np.testing.assert_allclose(lift.sim.data._data.geom_xpos[g][:2], spec["xy"], atol=1e-9)
+                np.testing.assert_allclose(lift.mj_data.geom_xpos[g][:2], spec["xy"], atol=1e-9)
                 assert model.geom_contype[g] == 0 and model.geom_conaffinity[g] == 0
             assert np.abs(lift.observe()[AGENT].astype(int) - clean_obs[AGENT]).mean() > 1.0
         for _ in range(10):  # the cube settles on the table, nothing explodes
@@ -208,7 +208,7 @@ def test_layout_regions_match_the_simulator(task):
     sim = SimEnv(SimConfig(task=task, cameras=()))
     try:
         for name, radius in region.radii.items():
-            assert sim._object_model(name).horizontal_radius == pytest.approx(radius, abs=5e-4)
+            assert sim.object_model(name).horizontal_radius == pytest.approx(radius, abs=5e-4)
         for seed in range(15):
             sim.reset(seed)
             for name in region.radii:

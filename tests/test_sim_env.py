@@ -31,7 +31,8 @@ def test_observation_keys_and_shapes(lift):
 
 
 def test_cameras_are_distinct_and_images_follow_the_scene(lift):
-    """Guards the GL-context corruption bug (DESIGN.md §7): two cameras must differ, images must change."""
+    """Guards the GL-context corruption bug (docs/architecture.md, "Platform notes"): two cameras must differ,
+    images must change."""
     obs = lift.reset(0)
     assert not np.array_equal(obs["images/agentview"], obs["images/wrist"])
     before = obs["images/agentview"].copy()
@@ -111,3 +112,45 @@ def test_several_simulators_in_one_process_render_their_own_scenes(lift):
     np.testing.assert_array_equal(obs["images/agentview"], before)
     moved = lift.step(np.array([0.0, 0.0, 1.0, 0, 0, 0, -1.0]))["images/wrist"]
     assert np.abs(moved.astype(int) - obs["images/wrist"]).mean() > 0.1
+
+
+def test_task_names_are_accepted_in_any_case():
+    from eval.bench_config import BenchConfig
+    from sim.envs.tasks import canonical_task_name
+
+    assert get_task("lift") is TASKS["Lift"] and canonical_task_name("STACKTHREE") == "StackThree"
+    assert SimConfig(task="pickplacecan", cameras=()).task == "PickPlaceCan"
+    assert BenchConfig.from_dict({"tasks": ["stack", "Lift"]}).tasks == ["Stack", "Lift"]
+    with pytest.raises(R2AInputError, match="unknown task 'lfit' .did you mean 'Lift'"):
+        get_task("lfit")
+
+
+def test_the_rollout_observer_sees_every_step_before_it_runs():
+    """``run_episode(observer=...)``: one call per step, in the state the action was chosen from, and the
+    policy's reply exactly on the steps that started a chunk."""
+    from demos.rollout import Step, run_episode
+
+    class Chunked:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def reset(self) -> None:
+            self.calls = 0
+
+        def infer(self, obs):
+            self.calls += 1
+            return {"actions": np.full((4, 7), 0.1 * self.calls, np.float32), "note": self.calls}
+
+    sim = SimEnv(SimConfig(task="Lift", cameras=()))
+    seen: list[Step] = []
+
+    def observe(step: Step) -> None:
+        np.testing.assert_allclose(step.obs["state/ee_pos"], sim.ee_pos(), atol=1e-6)  # not stepped yet
+        seen.append(step)
+
+    _, summary = run_episode(sim, Chunked(), 0, record=False, n_action_steps=3, max_steps=7, observer=observe)
+    sim.close()
+    assert [s.index for s in seen] == list(range(7)) == list(range(summary["steps"]))
+    assert [s.reply["note"] if s.reply else None for s in seen] == [1, None, None, 2, None, None, 3]
+    np.testing.assert_allclose(seen[4].action, np.full(7, 0.2))
+    assert all(s.obs["state/step"] == s.index for s in seen)

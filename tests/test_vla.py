@@ -180,6 +180,18 @@ def test_training_writes_a_loadable_versioned_checkpoint(tiny_checkpoint):
     assert ckpt.model.config.chunk == 4
 
 
+def test_predict_gives_every_hypothesis_and_the_aux_estimate_without_advancing_time(tiny_checkpoint):
+    from r2a.vla.policy import BuiltinVLAPolicy
+
+    policy = BuiltinVLAPolicy(tiny_checkpoint)
+    obs = {**_observation(policy.config.image_size), STATE_STEP: 5}
+    chunks, scores, aux = policy.predict(obs)
+    assert chunks.shape == (1, policy.config.chunk, 7) and scores.shape == (1,) and aux.shape == (3, 3)
+    assert np.all(np.abs(chunks) <= 1.0) and np.isfinite(aux).all()
+    np.testing.assert_array_equal(policy.predict(obs)[0], chunks)  # no state: the same answer twice
+    np.testing.assert_array_equal(policy.infer(obs)["actions"], chunks[0])
+
+
 def test_policy_infers_bounded_chunks_and_counts_time(tiny_checkpoint):
     from r2a.vla.policy import BuiltinVLAPolicy
 
@@ -324,15 +336,15 @@ def test_checkpoints_continued_from_one_start_average_and_others_are_refused(tin
 
 
 def test_task_weights_shift_the_sampling():
-    from r2a.vla.train import _sampling_probabilities
+    from r2a.vla.train import sampling_probabilities
 
     episodes = [make_episode(length=10, seed=0, task="Lift"), make_episode(length=10, seed=2, task="Stack")]
     arrays = build_arrays(episodes, ("agentview", "wrist"), 16, 4, aux=False)
     rows = np.arange(len(arrays))
-    p = _sampling_probabilities(arrays, rows, {"Stack": 3.0})
+    p = sampling_probabilities(arrays, rows, {"Stack": 3.0})
     assert np.isclose(p[arrays.task_index == arrays.tasks.index("Stack")].sum(), 0.75)
     with pytest.raises(R2AInputError, match="Stak"):
-        _sampling_probabilities(arrays, rows, {"Stak": 2.0})
+        sampling_probabilities(arrays, rows, {"Stak": 2.0})
 
 
 def test_the_shipped_checkpoint_loads_and_acts():
@@ -421,7 +433,7 @@ def test_time_jitter_moves_only_the_time_input_of_training_batches():
 
 
 def test_release_frames_are_the_steps_before_the_gripper_opens():
-    from r2a.vla.train import _sampling_probabilities, release_frames
+    from r2a.vla.train import sampling_probabilities, release_frames
 
     episodes = [make_episode(length=10, seed=0), make_episode(length=10, seed=2)]
     for ep in episodes:
@@ -430,21 +442,21 @@ def test_release_frames_are_the_steps_before_the_gripper_opens():
     near = release_frames(arrays, window=2)
     np.testing.assert_array_equal(np.flatnonzero(near), [5, 6, 7, 15, 16, 17])
     rows = np.arange(len(arrays))
-    p = _sampling_probabilities(arrays, rows, {}, (4.0, 2))
+    p = sampling_probabilities(arrays, rows, {}, (4.0, 2))
     assert np.isclose(p[near].sum(), 6 * 4 / (6 * 4 + 14))
-    assert np.allclose(_sampling_probabilities(arrays, rows, {}), 1 / len(arrays))
+    assert np.allclose(sampling_probabilities(arrays, rows, {}), 1 / len(arrays))
 
 
 def test_on_policy_frames_can_be_sampled_more_often():
     from r2a.policies.dagger import DAGGER_META_KEY
-    from r2a.vla.train import _sampling_probabilities
+    from r2a.vla.train import sampling_probabilities
 
     episodes = [make_episode(length=10, seed=0), make_episode(length=5, seed=2)]
     episodes[1].meta[DAGGER_META_KEY] = {"learner": "builtin", "beta": 0.1}
     arrays = build_arrays(episodes, ("agentview", "wrist"), 16, 4, aux=False)
     np.testing.assert_array_equal(arrays.on_policy, [False] * 10 + [True] * 5)
     assert merge_arrays([arrays, arrays]).on_policy.sum() == 10
-    p = _sampling_probabilities(arrays, np.arange(len(arrays)), {}, on_policy_weight=3.0)
+    p = sampling_probabilities(arrays, np.arange(len(arrays)), {}, on_policy_weight=3.0)
     assert np.isclose(p[arrays.on_policy].sum(), 15 / 25)
     with pytest.raises(R2AInputError, match="on_policy_weight"):
         TrainConfig.from_yaml(None, ["on_policy_weight=0"])

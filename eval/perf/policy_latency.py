@@ -59,7 +59,7 @@ def measure_policy_latency(spec: str, task: str = "Lift", image_size: int = 64, 
     finally:
         sim.close()
     row = summarize(timings, horizon)
-    row.update(spec=spec, task=task, image_size=image_size, queries=queries, warmup=warmup, seed=seed,
+    row.update(spec=spec, task=sim.task.name, image_size=image_size, queries=queries, warmup=warmup, seed=seed,
                torch_threads=torch_threads, wall_s=wall_s, format_version=FORMAT_VERSION,
                machine=_machine())
     log.info("%s on %s: %.2f ms/query, %.3f ms/step vs sim %.2f ms/step (ratio %.3f)", spec, task,

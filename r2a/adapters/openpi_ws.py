@@ -1,7 +1,7 @@
 """openpi's websocket policy protocol, both ends: a client policy and a server for any of our policies.
 
-The protocol (openpi-client 0.1.2, see DESIGN.md §7): on connect the server sends one binary msgpack message
-with its metadata; each request is a binary msgpack observation dict and each reply a binary msgpack result
+The protocol (openpi-client 0.1.2; docs/architecture.md, "Platform notes"): on connect the server sends one
+binary msgpack message with its metadata; each request is a binary msgpack observation dict and each reply a binary msgpack result
 dict (``"actions"`` …); a *text* frame is a server-side error (openpi's server sends the traceback, then closes
 with code 1011). Compression is off and message size unlimited; an optional ``Authorization: Api-Key …``
 header authenticates; ``GET /healthz`` answers 200.

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from demos.cli import add_expert_argument
+from r2a.vla.train_config import TrainConfig
 from r2a_core.types import CAMERAS
 
 log = logging.getLogger(__name__)
@@ -18,7 +19,9 @@ log = logging.getLogger(__name__)
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train the built-in VLA on demonstration files")
+    train = sub.add_parser("train", help="train the built-in VLA on demonstration files",
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="config fields (--set FIELD=VALUE):\n" + TrainConfig.help_text() + "\n")
     train.add_argument("--config", default=None, help="training YAML (e.g. configs/policy/builtin.yaml)")
     train.add_argument("--demos", nargs="+", required=True, help="HDF5 files or LeRobot v3 directories")
     train.add_argument("--val-demos", nargs="+", default=None,
@@ -65,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from r2a.vla.train import TrainConfig, train_policy
+    from r2a.vla.train import train_policy
 
     config = TrainConfig.from_yaml(args.config, args.overrides)
     if args.val_demos:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from r2a_core.config import did_you_mean
 from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
 
@@ -39,7 +40,7 @@ def parse_policy_spec(spec: str) -> tuple[str, str | None]:
     name, _, arg = spec.partition(":")
     if name not in POLICIES:
         valid = ", ".join(f"{n} ({h})" for n, (_, h) in sorted(POLICIES.items()))
-        raise R2AInputError(f"unknown policy '{name}'; valid policies: {valid}")
+        raise R2AInputError(f"unknown policy '{name}'{did_you_mean(name, POLICIES)}; valid policies: {valid}")
     return name, arg or None
 
 

@@ -9,8 +9,6 @@ training data. Writes are atomic (temporary directory, then rename); readers rej
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -20,6 +18,7 @@ import numpy as np
 import torch
 
 from r2a_core.errors import R2AInputError
+from r2a_core.files import atomic_dir
 from r2a.vla.model import VLANet, VLANetConfig
 
 FORMAT = "r2a.vla.checkpoint"
@@ -43,9 +42,7 @@ def save_checkpoint(ckpt: Checkpoint, out: str | Path) -> Path:
     from safetensors.torch import save_file
 
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    with atomic_dir(out, overwrite=True) as tmp:
         state = {k: v.detach().contiguous().cpu() for k, v in ckpt.model.state_dict().items()}
         save_file(state, str(tmp / WEIGHTS))
         manifest = {"format": FORMAT, "version": FORMAT_VERSION, "model": ckpt.model.config.to_dict(),
@@ -54,15 +51,6 @@ def save_checkpoint(ckpt: Checkpoint, out: str | Path) -> Path:
                     "action_space": ckpt.action_space, "n_action_steps": ckpt.n_action_steps,
                     "train_config": ckpt.train_config, "provenance": ckpt.provenance}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
-        for file in (tmp / WEIGHTS, tmp / MANIFEST):
-            file.chmod(0o644)
-        tmp.chmod(0o755)  # mkdtemp makes it private; a checkpoint is meant to be shared
-        if out.exists():
-            shutil.rmtree(out)
-        tmp.rename(out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return out
 
 

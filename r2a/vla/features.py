@@ -9,6 +9,8 @@ from r2a_core.rotations import quat_to_rot6d
 PROPRIO_DIM = 10
 #: elapsed control steps are divided by this before entering the network
 TIME_SCALE = 200.0
+#: the auxiliary head predicts object offsets in decimetres (metres × this), a well-scaled regression target
+AUX_SCALE = 10.0
 
 
 def proprio_vector(ee_pos: np.ndarray, ee_quat: np.ndarray, gripper: np.ndarray) -> np.ndarray:

@@ -9,7 +9,8 @@ task objects' positions relative to the gripper — used only as a training sign
 With ``action_modes`` K > 1 the head predicts K alternative chunks and a score for each (multiple-hypothesis
 prediction, trained winner-takes-all): where the labels of states the network cannot tell apart disagree
 (descend here, back up there), a single L1 head settles between them; K hypotheses keep each alternative whole
-and deployment executes the best-scored one. (Fine-tuned from the shipped checkpoint it stacked worse; README.)
+and deployment executes the best-scored one. (Fine-tuned from the shipped checkpoint it stacked worse;
+docs/experiments/builtin_vla.md.)
 """
 
 from __future__ import annotations

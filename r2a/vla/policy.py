@@ -13,7 +13,7 @@ from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace, image_key
 from r2a.vla.checkpoint import MANIFEST, WEIGHTS, Checkpoint, load_checkpoint
-from r2a.vla.features import proprio_vector, time_feature
+from r2a.vla.features import AUX_SCALE, proprio_vector, time_feature
 from r2a.vla.text import PromptEmbedder
 
 #: the checkpoint shipped with r2a (trained on the built-in scripted demos; see its manifest for provenance)
@@ -56,14 +56,27 @@ class BuiltinVLAPolicy:
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         step = int(obs.get(STATE_STEP, self._steps))
-        inputs = self._inputs(obs, step)
-        with torch.inference_mode():
-            normalized, _ = self.model(*inputs)
-        chunk = self.action_space.clip(normalized[0].numpy() * self.stats["action_std"] + self.stats["action_mean"])
+        chunks, scores, _ = self.predict(obs)
+        chunk = chunks[int(np.argmax(scores))]
         self._steps = step + self.n_action_steps
         if self.temporal_ensemble is None:
             return {"actions": chunk}
         return {"actions": self._ensembled(step, chunk)[None], "chunk": chunk}
+
+    def predict(self, obs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Everything the network says about ``obs``, without advancing the policy's clock.
+
+        Returns every hypothesis as a chunk in the action space, ``(K, chunk, A)`` clipped to the bounds (K = 1
+        unless trained with ``action_modes``), their scores ``(K,)`` (``infer`` executes the best), and the
+        auxiliary head's estimate of each task object's position relative to the gripper, ``(objects, 3)``
+        metres — what the policy believes it sees, for probes and diagnostics (never an input).
+        """
+        step = int(obs.get(STATE_STEP, self._steps))
+        with torch.inference_mode():
+            chunks, scores, aux = self.model.hypotheses(*self._inputs(obs, step))
+        actions = chunks[0].numpy() * self.stats["action_std"] + self.stats["action_mean"]
+        return (self.action_space.clip(actions), scores[0].numpy().astype(np.float32),
+                (aux[0].numpy().reshape(-1, 3) / AUX_SCALE).astype(np.float32))
 
     def _ensembled(self, step: int, chunk: np.ndarray) -> np.ndarray:
         """ACT's temporal ensemble of every stored chunk's prediction for ``step``."""

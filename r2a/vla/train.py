@@ -9,7 +9,7 @@ import logging
 import math
 import os
 import time
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,100 +20,14 @@ from tqdm import tqdm
 
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
-from r2a_core.yaml_io import apply_overrides, check_fields, read_yaml_mapping
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
 from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
-from r2a.vla.features import PROPRIO_DIM, time_feature
-from r2a.vla.model import VLANet, VLANetConfig, best_scored, expand_action_modes
+from r2a.vla.features import AUX_SCALE, time_feature
+from r2a.vla.model import VLANet, best_scored, expand_action_modes
+from r2a.vla.train_config import TrainConfig
 from r2a.vla.text import PromptEmbedder
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrainConfig:
-    seed: int = 0
-    cameras: list[str] = field(default_factory=lambda: ["agentview", "wrist"])
-    image_size: int = 64
-    chunk: int = 16
-    #: actions executed per chunk at deployment before the policy is queried again
-    n_action_steps: int = 8
-    steps: int = 15000
-    batch_size: int = 64
-    lr: float = 1e-3
-    weight_decay: float = 1e-4
-    warmup_steps: int = 200
-    grad_clip: float = 1.0
-    ema_decay: float = 0.999
-    shift_pixels: int = 4
-    #: training-time augmentation of the elapsed-time input: a uniform offset of up to this many control steps
-    #: per sample, so the policy keeps a coarse sense of phase but cannot act on the clock alone (0: off)
-    time_jitter: int = 0
-    #: give the network the elapsed time at all (False: it must read the phase from images and proprio)
-    time_input: bool = True
-    aux_weight: float = 1.0
-    conv_channels: int = 32
-    keypoints: int = 32
-    hidden: int = 512
-    #: alternative chunks the head predicts, trained winner-takes-all with a score per chunk (1: one L1 chunk);
-    #: a single-mode init_from is expanded (every hypothesis starts as its chunk, offset by ``mode_spread``)
-    action_modes: int = 1
-    mode_spread: float = 0.3
-    #: share of the action loss that the hypotheses other than the best one still get (relaxed
-    #: winner-takes-all, Rupprecht et al. 2017), so no hypothesis is left untrained
-    wta_epsilon: float = 0.05
-    #: every n-th episode is held out to report a validation loss (0: none)
-    holdout_every: int = 20
-    #: demo files that form the held-out set instead (all their successful episodes; ``holdout_every`` then
-    #: does not apply), so validation losses of runs on different training mixtures are comparable
-    val_demos: list[str] = field(default_factory=list)
-    log_every: int = 100
-    save_every: int = 2000
-    #: torch threads (0: all cores)
-    threads: int = 0
-    #: relative sampling weight of a task's frames (default 1 each), e.g. {StackThree: 2.0}
-    task_weights: dict[str, float] = field(default_factory=dict)
-    #: sampling weight of the frames in the ``release_window`` steps up to a gripper release in the labels (the
-    #: placement the stacking tasks fail at; 1: uniform)
-    release_weight: float = 1.0
-    release_window: int = 12
-    #: sampling weight of the frames of on-policy (DAgger) episodes: the states the policy itself reaches, which
-    #: the expert demos lack (1: uniform)
-    on_policy_weight: float = 1.0
-    #: continue from this checkpoint's weights and normalization (same network config); None: from scratch
-    init_from: str | None = None
-    #: reuse the prompt embeddings stored in this checkpoint (init_from's are always reused), so a machine
-    #: without the sentence model (the 'vla' extra) can train on the same instructions
-    prompts_from: str | None = None
-    #: processes that read the demo files in parallel (0: one per file, at most one per core)
-    load_workers: int = 0
-    #: "auto" (CUDA when available, else CPU), "cpu", "cuda", "cuda:1", ...
-    device: str = "auto"
-    #: stop after this many seconds of optimization (0: no limit); the learning-rate schedule then runs on
-    #: whichever of steps and time is further along, so a time-bounded run still anneals
-    time_limit_s: float = 0.0
-
-    @classmethod
-    def from_yaml(cls, path: str | Path | None, overrides: list[str] | None = None) -> "TrainConfig":
-        raw = read_yaml_mapping(path, "policy training config") if path else {}
-        raw = apply_overrides(raw, overrides)
-        check_fields(raw, {f.name for f in fields(cls)}, str(path or "overrides"))
-        config = cls(**raw)
-        if config.n_action_steps > config.chunk or min(config.steps, config.batch_size, config.n_action_steps) < 1:
-            raise R2AInputError(f"{path}: need steps, batch_size >= 1 and 1 <= n_action_steps <= chunk")
-        if config.action_modes < 1 or not 0.0 <= config.wta_epsilon < 1.0:
-            raise R2AInputError(f"{path or 'overrides'}: need action_modes >= 1 and 0 <= wta_epsilon < 1, got "
-                                f"{config.action_modes} and {config.wta_epsilon}")
-        if min(config.release_weight, config.on_policy_weight) <= 0:
-            raise R2AInputError(f"{path or 'overrides'}: release_weight and on_policy_weight must be > 0, got "
-                                f"{config.release_weight} and {config.on_policy_weight}")
-        return config
-
-    def net_config(self) -> VLANetConfig:
-        return VLANetConfig(cameras=tuple(self.cameras), image_size=self.image_size, proprio_dim=PROPRIO_DIM,
-                            action_dim=OSC_POSE_DELTA.dim, chunk=self.chunk, conv_channels=self.conv_channels,
-                            keypoints=self.keypoints, hidden=self.hidden, time_input=self.time_input,
-                            action_modes=self.action_modes)
 
 
 @dataclass
@@ -133,7 +47,7 @@ class Batches:
         a, s = self.arrays, self.stats
         host = {"proprio": (a.proprio - s["proprio_mean"]) / s["proprio_std"], "time": time_feature(a.step)[:, None],
                 "prompt": a.prompt_index.astype(np.int64), "actions": (a.actions - s["action_mean"]) / s["action_std"],
-                "mask": a.action_mask, "aux": a.aux * 10.0, "aux_mask": a.aux_mask,
+                "mask": a.action_mask, "aux": a.aux * AUX_SCALE, "aux_mask": a.aux_mask,
                 **{f"image/{cam}": frames for cam, frames in a.images.items()}}
         self.device = device
         self.tensors = {k: torch.from_numpy(np.ascontiguousarray(v)).to(device) for k, v in host.items()}
@@ -310,7 +224,7 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run = _wandb(config, out, wandb_mode)
     rng, history = np.random.default_rng(config.seed), []
-    sampling = _sampling_probabilities(data.arrays, train_rows, config.task_weights,
+    sampling = sampling_probabilities(data.arrays, train_rows, config.task_weights,
                                        (config.release_weight, config.release_window),
                                        config.on_policy_weight)
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
@@ -357,7 +271,7 @@ def _optimize(model: VLANet, optimizer: torch.optim.Optimizer, batch: dict[str, 
     return parts
 
 
-def _sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weights: dict[str, float],
+def sampling_probabilities(arrays: TrainingArrays, rows: np.ndarray, task_weights: dict[str, float],
                             release: tuple[float, int] = (1.0, 0), on_policy_weight: float = 1.0) -> np.ndarray:
     """Per-row sampling probability: uniform over frames, scaled by each task's weight, by ``release`` =
     (weight, window) for the frames just before a gripper release, and by ``on_policy_weight`` for DAgger frames."""
@@ -420,7 +334,7 @@ def _save(ema: VLANet, data: Batches, prompts: dict[str, np.ndarray], config: Tr
           provenance: dict[str, Any], history: list[dict], out: str | Path) -> None:
     provenance = {**provenance, "history": history}
     save_checkpoint(Checkpoint(model=ema, stats=data.stats, prompts=prompts, action_space=OSC_POSE_DELTA.to_dict(),
-                               n_action_steps=config.n_action_steps, train_config=asdict(config),
+                               n_action_steps=config.n_action_steps, train_config=config.to_dict(),
                                provenance=provenance), out)
 
 
@@ -430,4 +344,4 @@ def _wandb(config: TrainConfig, out: str | Path, mode: str | None):
     from r2a_core.wandb_run import start_wandb_run
 
     Path(out).parent.mkdir(parents=True, exist_ok=True)
-    return start_wandb_run("r2a-policy", Path(out).name, asdict(config), mode, Path(out).parent)
+    return start_wandb_run("r2a-policy", Path(out).name, config.to_dict(), mode, Path(out).parent)

@@ -1,7 +1,7 @@
 """Offscreen-rendering setup for MuJoCo: choose a headless GL backend and fast visual settings.
 
-Reflections and anti-aliasing cost most of the render time and barely change a 128 px image (DESIGN.md §7),
-so they are off unless asked for; shadows too.
+Reflections and anti-aliasing cost most of the render time and barely change a 128 px image
+(docs/architecture.md, "Platform notes"), so they are off unless asked for; shadows too.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 ``SimEnv`` hides robosuite behind the observation dict of :mod:`r2a_core.types` and adds what the benchmark
 needs: exact seeding of an existing environment, a state fingerprint, get/set state, stage predicates.
 Environments are built with ``hard_reset=False``: resets are ~10× faster, model edits persist, and robosuite's
-default hard reset corrupts camera images once an old GL context is garbage-collected (DESIGN.md §7).
+default hard reset corrupts camera images once an old GL context is garbage-collected
+(docs/architecture.md, "Platform notes").
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class SimConfig:
     antialias: bool = False
 
     def __post_init__(self) -> None:
+        self.task = get_task(self.task).name  # any case on the command line; the registered name from here on
         self.cameras = tuple(self.cameras)
         unknown = [c for c in self.cameras if c not in ROBOSUITE_CAMERAS]
         if unknown:
@@ -162,7 +164,7 @@ class SimEnv:
         one process (a benchmark worker keeps one per task) the others would render into the newest context —
         wrong images, or garbage once that context is freed.
         """
-        ctx = self.sim._render_context_offscreen if self.config.cameras else None
+        ctx = self.render_context if self.config.cameras else None
         if ctx is not None:
             ctx.gl_ctx.make_current()
 
@@ -230,6 +232,25 @@ class SimEnv:
     def robot(self):
         return self.raw_env.robots[0]
 
+    @property
+    def mj_model(self):
+        """The ``mujoco.MjModel`` behind robosuite's wrapper (the shift factors edit its arrays in place)."""
+        return self.sim.model._model
+
+    @property
+    def mj_data(self):
+        """The ``mujoco.MjData`` behind robosuite's wrapper."""
+        return self.sim.data._data
+
+    @property
+    def render_context(self):
+        """robosuite's offscreen render context (scene flags, GL context), or None for a camera-less simulator."""
+        return getattr(self.sim, "_render_context_offscreen", None)
+
+    def arm_joint_indexes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Indexes of the arm joints in ``qpos`` and in ``qvel`` (the robot_init factor writes them)."""
+        return np.asarray(self.robot._ref_joint_pos_indexes), np.asarray(self.robot._ref_joint_vel_indexes)
+
     def ee_pos(self) -> np.ndarray:
         return np.array(self.sim.data.site_xpos[self.robot.eef_site_id["right"]])
 
@@ -245,7 +266,7 @@ class SimEnv:
         return np.array(self.sim.data.qpos[self.robot._ref_gripper_joint_pos_indexes["right"]])
 
     def joint_pos(self) -> np.ndarray:
-        return np.array(self.sim.data.qpos[self.robot._ref_joint_pos_indexes])
+        return np.array(self.sim.data.qpos[self.arm_joint_indexes()[0]])
 
     def robot_state(self) -> np.ndarray:
         """LIBERO's ``robot_states`` row: gripper finger qpos (2), EE position (3), EE quaternion (4, wxyz)."""
@@ -300,7 +321,8 @@ class SimEnv:
         return hashlib.sha256(self.get_state().tobytes()).hexdigest()[:16]
 
     # ------------------------------------------------------------------------------------ task predicates
-    def _object_model(self, name: str):
+    def object_model(self, name: str):
+        """robosuite's model object of task object ``name`` (its joints, geoms, root body, size)."""
         env = self.raw_env
         if hasattr(env, "objects"):  # PickPlace
             for obj in env.objects:
@@ -309,7 +331,7 @@ class SimEnv:
         return getattr(env, name)
 
     def object_pos(self, name: str) -> np.ndarray:
-        body = self.sim.model.body_name2id(self._object_model(name).root_body)
+        body = self.sim.model.body_name2id(self.object_model(name).root_body)
         return np.array(self.sim.data.body_xpos[body])
 
     def initial_object_pos(self, name: str) -> np.ndarray:
@@ -317,15 +339,15 @@ class SimEnv:
         return self._initial_object_pos[name]
 
     def object_quat(self, name: str) -> np.ndarray:
-        body = self.sim.model.body_name2id(self._object_model(name).root_body)
+        body = self.sim.model.body_name2id(self.object_model(name).root_body)
         return np.array(self.sim.data.body_xquat[body])
 
     def is_grasped(self, name: str) -> bool:
         return bool(self.raw_env._check_grasp(gripper=self.robot.gripper["right"],
-                                              object_geoms=self._object_model(name)))
+                                              object_geoms=self.object_model(name)))
 
     def in_contact(self, a: str, b: str) -> bool:
-        return bool(self.raw_env.check_contact(self._object_model(a), self._object_model(b)))
+        return bool(self.raw_env.check_contact(self.object_model(a), self.object_model(b)))
 
     def table_height(self) -> float:
         env = self.raw_env

@@ -2,7 +2,7 @@
 
 Stages are simulator predicates evaluated every step; the benchmark's stage tracker latches them (once a stage
 was reached it counts as reached). Object placement is wider than robosuite's defaults (±12 cm, random yaw for
-cubes) so that a policy must look at the scene to succeed (DESIGN.md §6b).
+cubes) so that a policy must look at the scene to succeed (docs/architecture.md, "The simulator").
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from r2a_core.errors import R2AInputError
+from r2a_core.config import unknown_name_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
@@ -106,8 +106,17 @@ TASKS: dict[str, Task] = {
 }
 
 
+_BY_FOLDED_NAME: dict[str, Task] = {name.casefold(): task for name, task in TASKS.items()}
+
+
 def get_task(name: str) -> Task:
-    """Look a task up by name; an unknown name lists the valid ones."""
-    if name not in TASKS:
-        raise R2AInputError(f"unknown task '{name}'; valid tasks: {', '.join(TASKS)}")
-    return TASKS[name]
+    """Look a task up by name, in any case (``lift`` is Lift); an unknown name lists the valid ones."""
+    task = TASKS.get(name) or _BY_FOLDED_NAME.get(str(name).casefold())
+    if task is None:
+        raise unknown_name_error("task", str(name), TASKS)
+    return task
+
+
+def canonical_task_name(name: str) -> str:
+    """The registered spelling of a task name given in any case (``stackthree`` → ``StackThree``)."""
+    return get_task(name).name

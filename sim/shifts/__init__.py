@@ -1,4 +1,5 @@
-"""The seven shift factors of the built-in benchmark (LIBERO-Plus taxonomy, DESIGN.md §5), chosen by name.
+"""The seven shift factors of the built-in benchmark (LIBERO-Plus taxonomy), chosen by name
+(docs/architecture.md, "The shift benchmark").
 
 * ``FACTORS`` — name → factor with its levels from ``configs/bench/factors.yaml`` (loaded on first use);
   :func:`get_factor` (an unknown name lists the valid ones); :func:`load_factors` for another config.

@@ -149,11 +149,11 @@ def signed_uniform(rng: np.random.Generator, bounds: list[float]) -> float:
 
 def raw_model(sim: "SimEnv"):
     """The ``mujoco.MjModel`` behind robosuite's wrapper (its arrays are edited in place)."""
-    return sim.sim.model._model
+    return sim.mj_model
 
 
 def raw_data(sim: "SimEnv"):
-    return sim.sim.data._data
+    return sim.mj_data
 
 
 class ArraySnapshot:

@@ -1,7 +1,7 @@
 """Camera shift: move and turn the third-person ``agentview`` camera (the wrist camera is untouched).
 
 Five parts, all drawn per episode and applied in this order to the clean pose (LIBERO-Plus's camera factor plus
-the lateral translation the pilot showed is needed, DESIGN.md §5/§6b):
+the lateral translation the pilot showed is needed, docs/architecture.md, "The shift benchmark"):
 
 * ``distance_scale`` — move along the line of sight, away from the *pivot* (where the optical axis meets the
   table plane), keeping the pivot in the image centre;

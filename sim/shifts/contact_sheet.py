@@ -132,6 +132,8 @@ def _cell(img: np.ndarray, tag: str, caption: str) -> np.ndarray:
 def main(argv: list[str] | None = None) -> int:
     import cv2
 
+    from sim.envs.tasks import canonical_task_name
+
     parser = argparse.ArgumentParser(prog="python -m sim.shifts.contact_sheet",
                                      description="Render the agentview image clean and under every shift factor "
                                                  "and level (same seed) into one labelled PNG.")
@@ -141,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="shift-level YAML (default: configs/bench/factors.yaml)")
     parser.add_argument("--out", default="docs/shifts", help="output directory (default: docs/shifts)")
     args = parser.parse_args(argv)
+    args.task = canonical_task_name(args.task)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     sheets = {f"contact_sheet_{args.task}.png": render_contact_sheet(args.task, args.seed, args.size, args.config),

@@ -113,7 +113,7 @@ class LayoutShift(ShiftFactor):
 
         model, data = raw_model(sim), raw_data(sim)
         for name, xy in params["positions"].items():
-            joint = sim._object_model(name).joints[0]
+            joint = sim.object_model(name).joints[0]
             qpos = np.array(sim.sim.data.get_joint_qpos(joint))
             qpos[:2] = xy
             sim.sim.data.set_joint_qpos(joint, qpos)

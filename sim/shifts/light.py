@@ -52,7 +52,7 @@ class LightShift(ShiftFactor):
         for array in (model.light_diffuse, model.light_specular, model.light_ambient, model.light_pos,
                       model.light_dir, model.light_castshadow, head.diffuse, head.ambient, head.specular):
             snapshot.save(array)
-        ctx = sim.sim._render_context_offscreen
+        ctx = sim.render_context
         shadow_flag = int(ctx.scn.flags[mujoco.mjtRndFlag.mjRND_SHADOW]) if ctx is not None else None
 
         gain = params["intensity"] * temperature_rgb(params["temperature_k"])

@@ -3,7 +3,7 @@
 The offset has a fixed L2 norm (``norm_rad``, LIBERO-Plus tiers 0.1–0.5 rad) in a random unit direction of the
 7-D arm joint space. It is written into ``qpos`` after reset (velocities zeroed) and the controller is re-anchored
 there (:meth:`SimEnv.sync_controller`), so the start pose really changes and the OSC does not pull the arm back
-(LIBERO-Plus only biased the controller's posture reference; DESIGN.md §5).
+(LIBERO-Plus only biased the controller's posture reference; docs/architecture.md, "The shift benchmark").
 
 ``sample`` draws several candidate directions; ``apply`` takes the first one whose offset keeps every joint
 inside its limits (with a margin) and the grip site at least ``MIN_CLEARANCE`` above the table without touching
@@ -44,8 +44,7 @@ class RobotInitShift(ShiftFactor):
 
     def apply(self, sim: "SimEnv", params: dict[str, Any]) -> Undo:
         model, data = raw_model(sim), raw_data(sim)
-        qpos_idx = np.asarray(sim.robot._ref_joint_pos_indexes)
-        qvel_idx = np.asarray(sim.robot._ref_joint_vel_indexes)
+        qpos_idx, qvel_idx = sim.arm_joint_indexes()
         joint_ids = [sim.sim.model.joint_name2id(n) for n in sim.robot.robot_model.joints]
         low = model.jnt_range[joint_ids, 0] + LIMIT_MARGIN
         high = model.jnt_range[joint_ids, 1] - LIMIT_MARGIN

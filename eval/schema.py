@@ -1,0 +1,20 @@
+"""Names and versions of what the benchmark writes, defined once: readers and writers import them from here."""
+
+from __future__ import annotations
+
+from sim.shifts.base import CLEAN, LEVELS
+
+#: one line of ``results.jsonl``: one episode of one job
+EPISODE_SCHEMA = "r2a.bench.episode"
+#: the version the runner writes
+EPISODE_SCHEMA_VERSION = 1
+#: episode record versions the report reads
+EPISODE_SCHEMA_VERSIONS = frozenset({1})
+#: ``summary.json``
+SUMMARY_SCHEMA = "r2a.bench.summary"
+SUMMARY_SCHEMA_VERSION = 1
+#: the fields that key a job, in the order of :attr:`eval.episode_job.Job.key`
+JOB_FIELDS = ("policy", "task", "factor", "level", "episode")
+
+__all__ = ["CLEAN", "EPISODE_SCHEMA", "EPISODE_SCHEMA_VERSION", "EPISODE_SCHEMA_VERSIONS", "JOB_FIELDS", "LEVELS",
+           "SUMMARY_SCHEMA", "SUMMARY_SCHEMA_VERSION"]
