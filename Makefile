@@ -17,6 +17,9 @@ $(PY):
 $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[sim,graph,vla,dev]"
+	# robomimic's reader for the HDF5 compatibility test; --no-deps: its declared torchvision would pull a CUDA
+	# torch, and SequenceDataset needs only torch, h5py, tqdm and termcolor, all already here
+	$(PY) -m pip install -q --no-deps "robomimic==0.3.0"
 	touch $(STAMP)
 
 system-deps:

@@ -40,6 +40,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     r.add_argument("source", type=Path, help="input .hdf5 with recorded 'states'")
     r.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
     r.add_argument("--cameras", nargs="+", default=None, help="cameras to render again (default: all recorded)")
+    r.add_argument("--shift", metavar="FACTOR:LEVEL", default=None,
+                   help="render under an observation-only shift factor (camera, light, background, noise, "
+                        "language), e.g. camera:2; the states and actions stay the demo's")
+    r.add_argument("--seed", type=int, default=0,
+                   help="episode i draws the shift's parameters with seed + i (use seeds below 100000 for training)")
     i = sub.add_parser("info", help="print a JSON summary of an HDF5 file or LeRobot v3 dataset")
     i.add_argument("path", type=Path)
     return parser
@@ -54,8 +59,9 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "rerender":
         from demos.rerender import rerender_file
 
-        frames = rerender_file(args.source, args.out, tuple(args.cameras) if args.cameras else None)
-        print(json.dumps({"out": str(args.out), "frames": frames}))
+        frames = rerender_file(args.source, args.out, tuple(args.cameras) if args.cameras else None,
+                               shift=args.shift, seed=args.seed)
+        print(json.dumps({"out": str(args.out), "frames": frames, "shift": args.shift}))
         return 0
     from demos.collect import CollectConfig, collect
     from demos.perturb import PerturbConfig

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 from tqdm import tqdm
 
 from demos.perturb import PerturbConfig
@@ -49,6 +50,8 @@ class CollectConfig:
     lookahead: int = 0
     #: the scripted-expert variant that labels (``demos.experts.scripted.EXPERT_VARIANTS``)
     expert: str = "scripted"
+    #: ``FACTOR:LEVEL``: every episode runs under this shift (sampled with the episode's seed); None: clean
+    shift: str | None = None
 
 
 @dataclass
@@ -91,13 +94,34 @@ def _record(args: tuple[int, int]) -> tuple[int, Episode]:
     perturbation = _episode_perturbation(config, sim, seed)
     expert = make_expert(sim, relabel=config.executor is not None, variant=config.expert)
     lookahead = ExpertLookahead(sim, expert, config.lookahead) if config.lookahead else None
-    episode, _ = run_episode(sim, expert, seed, perturb=chain(lookahead, perturbation))
+    hooks = _shift_hooks(config.shift)
+    executed: list[np.ndarray] = []
+    episode, _ = run_episode(sim, expert, seed, perturb=chain(lookahead, perturbation), hooks=hooks,
+                             observer=lambda step: executed.append(step.executed))
     episode.meta["expert"] = config.expert
+    if hooks is not None:
+        episode.meta["shift"] = {"factor": hooks.factor.name, "level": hooks.level, "seed": seed,
+                                 "params": hooks.params}
+    if perturbation is not None:  # what really moved the robot (the label is the expert's action)
+        episode.meta["executed_actions"] = np.round(np.asarray(executed, np.float64), 5).tolist()
     if perturbation is not None:
         episode.meta[perturbation.META_KEY] = perturbation.summary()
     if lookahead is not None:
         episode.label_chunks = lookahead.chunks()
     return index, episode
+
+
+def _shift_hooks(spec: str | None):
+    """The benchmark's shift hooks for ``FACTOR:LEVEL`` (None: no shift)."""
+    if not spec:
+        return None
+    from sim.shifts import ShiftHooks, check_level, get_factor
+
+    name, _, level = spec.partition(":")
+    try:
+        return ShiftHooks(get_factor(name.strip()), check_level(int(level)))
+    except ValueError:
+        raise R2AInputError(f"--shift {spec}: expected FACTOR:LEVEL with a level 1, 2 or 3, e.g. background:2") from None
 
 
 def _episode_perturbation(config: CollectConfig, sim, seed: int):
@@ -118,6 +142,7 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
 
     config = replace(config, task=get_task(config.task).name)  # any case in; fail fast before processes start
     expert_variant(config.expert)
+    _shift_hooks(config.shift)  # an unknown factor or level fails here, before any worker starts
     if config.episodes < 1 or config.workers < 1:
         raise R2AInputError(f"--episodes and --workers must be ≥ 1 (got {config.episodes}, {config.workers})")
     if config.lookahead < 0:

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 from eval.bench_config import BenchConfig
+from eval.episode_job import SAVE_FRAMES
 from r2a_core.files import write_json_atomic
 
 
@@ -31,8 +33,18 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     run_p.add_argument("--policy", action="append", required=True, metavar="NAME[:ARG]",
                        help="policy to evaluate (repeat to compare, e.g. --policy base --policy r2a)")
     run_p.add_argument("--out", required=True, type=Path, metavar="DIR", help="results directory")
-    run_p.add_argument("--workers", type=int, default=1, help="parallel worker processes")
+    run_p.add_argument("--workers", type=int, default=1,
+                       help="parallel worker processes (with --executor ray and no cluster: the local CPUs)")
     run_p.add_argument("--executor", default="local", choices=["local", "ray"], help="where jobs run")
+    run_p.add_argument("--ray-address", metavar="ADDR",
+                       help="join this Ray cluster (e.g. HEAD_IP:6379 of 'ray start --head'); default: "
+                            "$RAY_ADDRESS, else a local Ray instance")
+    run_p.add_argument("--retry-errors", action=argparse.BooleanOptionalAction, default=True,
+                       help="on a resume, run jobs that ended with an error again (default; finished "
+                            "episodes, successful or not, are kept either way)")
+    run_p.add_argument("--save-frames", choices=SAVE_FRAMES, default="none",
+                       help="'failures': a PNG strip of 8 agentview frames of every failed episode and of every "
+                            "clean run (its twin) under OUT/frames/, linked from the report")
     run_p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field, value parsed as YAML (repeatable), e.g. --set episodes=5 "
                             "or --set factors.camera=[1,3]")
@@ -50,7 +62,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
     perf = sub.add_parser("perf", help="performance benchmarks")
-    perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy}")
+    perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy,retrieval}")
     graph = perf_sub.add_parser("graph", help="graph build scale benchmark on synthetic demonstrations",
                                 description="Build graphs from synthetic demos of each size (fresh process per "
                                             "size) and print frames/s, peak memory, index size and ratios.")
@@ -64,6 +76,22 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     graph.add_argument("--json", metavar="PATH", help="also write the rows (with config and versions) as JSON")
     graph.add_argument("--no-isolate", action="store_true", help="run all sizes in this process")
     _add_perf_policy_parser(perf_sub)
+    retrieval = perf_sub.add_parser("retrieval", help="the R2A wrapper's added cost per query, by graph size",
+                                    description="Time the R2A wrapper (history, query, FAISS seeds, subgraph, "
+                                                "features, GNN, synthesis, gate) on one thread around an instant "
+                                                "base, on synthetic graphs of each size, beside the built-in VLA's "
+                                                "own query time; p50/p99 per query and per control step.")
+    retrieval.add_argument("--nodes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000], metavar="N",
+                           help="graph sizes in nodes (default: 10000 100000 1000000)")
+    retrieval.add_argument("--queries", type=int, default=300, help="timed queries per size (default: 300)")
+    retrieval.add_argument("--warmup", type=int, default=30, help="untimed queries first (default: 30)")
+    retrieval.add_argument("--retriever", metavar="DIR", help="retriever checkpoint whose GNN is timed "
+                                                              "(default: the shipped one)")
+    retrieval.add_argument("--no-isolate", action="store_true", help="build all sizes in this process")
+    retrieval.add_argument("--proxy", action=argparse.BooleanOptionalAction, default=True,
+                           help="also time the client's round trip with and without the R2A proxy (r2a serve "
+                                "--upstream) in the path, on loopback, on the smallest graph (default: on)")
+    retrieval.add_argument("--json", metavar="PATH", help="also write the measurement as JSON")
     return parser
 
 
@@ -93,6 +121,8 @@ def run(args: argparse.Namespace) -> int:
         return _bench_compare(args)
     if args.command == "perf" and args.perf_command == "graph":
         return _perf_graph(args)
+    if args.command == "perf" and args.perf_command == "retrieval":
+        return _perf_retrieval(args)
     if args.command == "perf" and args.perf_command == "policy":
         return _perf_policy(args)
     raise AssertionError((args.command, getattr(args, "perf_command", None)))
@@ -112,6 +142,17 @@ def _perf_graph(args: argparse.Namespace) -> int:
     return 0
 
 
+def _perf_retrieval(args: argparse.Namespace) -> int:
+    from eval.perf.retrieval_latency import format_table, run_retrieval_benchmark
+
+    result = run_retrieval_benchmark(args.nodes, args.queries, args.warmup, args.retriever,
+                                     isolate=not args.no_isolate, proxy=args.proxy)
+    print(format_table(result), end="")
+    if args.json:
+        write_json_atomic(args.json, result)
+    return 0
+
+
 def _perf_policy(args: argparse.Namespace) -> int:
     from eval.perf.policy_latency import format_table, measure_policy_latency
 
@@ -127,13 +168,32 @@ def _bench_run(args: argparse.Namespace) -> int:
     from eval.runner import run_benchmark
 
     config = BenchConfig.from_yaml(args.config, args.set)
-    summary = run_benchmark(config, args.policy, args.out, workers=args.workers, executor=args.executor)
+    if args.wandb != "disabled":
+        from eval.preflight import require_module
+
+        require_module("wandb")  # before the first episode, not after the last
+    summary = run_benchmark(config, args.policy, args.out, workers=args.workers, executor=args.executor,
+                            retry_errors=args.retry_errors, save_frames=args.save_frames,
+                            ray_address=args.ray_address)
     if args.wandb != "disabled":
         from eval.wandb_log import log_summary
 
         log_summary(summary, config, mode=args.wandb, out_dir=args.out)
     _print_headline(summary, args.out)
-    return 0
+    return _exit_status(summary, args.out)
+
+
+def _exit_status(summary: dict, out: Path) -> int:
+    """1 when fewer valid episodes than expected were recorded, with a last line saying which and where."""
+    integrity = summary.get("integrity", {})
+    expected, valid = integrity.get("expected_jobs"), integrity.get("valid") or 0
+    if expected is None or valid >= expected:
+        return 0
+    errors, missing = integrity.get("errors") or 0, integrity.get("missing") or 0
+    print(f"r2a bench run: {valid} of {expected} episodes valid — {errors} errored (tracebacks: the 'traceback' "
+          f"field of their records in {Path(out) / 'results.jsonl'}; listed in {Path(out) / 'report.md'}), "
+          f"{missing} missing; run the same command again to retry them", file=sys.stderr)
+    return 1
 
 
 def _bench_compare(args: argparse.Namespace) -> int:

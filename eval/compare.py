@@ -4,11 +4,14 @@ different days, or R2A run after its baseline — joined episode by episode.
 ``r2a bench run --policy A --policy B`` already pairs policies run together; this joins two results
 directories on (task, factor, level, episode), keeps only pairs whose environment seed and initial-state
 fingerprint agree (the same episode, not just the same number), and reports per cell the success rates,
-the discordant pairs and the exact McNemar p-value.
+the discordant pairs and the exact McNemar p-value. Episodes replay identically only on the same code,
+simulator and machine (docs/architecture.md, "Platform notes"), so it warns when the two runs' provenance
+(run.json) differs in commit, robosuite/mujoco version or machine.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections import defaultdict
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Any, Mapping, Sequence
 from eval.report import job_key, load_records
 from eval.stats import mcnemar_exact, transitions, wilson_interval
 from r2a_core.errors import R2AInputError
+from r2a_core.provenance import provenance_differences
 
 log = logging.getLogger(__name__)
 Cell = tuple[str, str, int]  # task, factor, level
@@ -43,8 +47,30 @@ def compare_runs(a_dir: str | Path, b_dir: str | Path, policy_a: str | None = No
     paired = sum(len(v) for v in cells.values())
     if mismatched:
         log.warning("%d episode(s) share a number but not the seed or initial state; left out", mismatched)
+    warnings = _provenance_warnings(Path(a_dir), Path(b_dir))
+    for warning in warnings:
+        log.warning("%s", warning)
     return {"a": str(a_dir), "b": str(b_dir), "paired": paired, "mismatched": mismatched,
-            "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a)), "rows": rows}
+            "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a)), "warnings": warnings,
+            "rows": rows}
+
+
+def _provenance_warnings(a_dir: Path, b_dir: Path) -> list[str]:
+    """One line per difference in commit, simulator version or machine between the two runs."""
+    found = {d: _provenance(d) for d in (a_dir, b_dir)}
+    missing = [str(d) for d, p in found.items() if p is None]
+    if missing:
+        return [f"cannot check that both runs used the same commit, simulator and machine: no provenance in "
+                f"{' and '.join(d + '/run.json' for d in missing)}"]
+    return [f"the runs differ: {d} — their episodes may differ for that reason alone"
+            for d in provenance_differences(found[a_dir], found[b_dir])]
+
+
+def _provenance(run_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((run_dir / "run.json").read_text()).get("provenance") or None
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def _policy_records(run_dir: Path, policy: str | None) -> dict[tuple[str, str, int, int], dict[str, Any]]:
@@ -83,6 +109,7 @@ def comparison_markdown(result: Mapping[str, Any]) -> str:
     """The comparison as a Markdown table (A = first directory, B = second)."""
     lines = [f"A = {result['a']}, B = {result['b']}: {result['paired']} paired episodes "
              f"({result['mismatched']} mismatched, {result['only_in_a']} only in A, {result['only_in_b']} only in B)",
+             *(f"**Warning:** {w}" for w in result.get("warnings", ())),
              "", "| task | factor | level | n | SR A [95 % CI] | SR B [95 % CI] | A→B S→F / F→S | McNemar p |",
              "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:

@@ -1,23 +1,26 @@
-"""One benchmark job — (policy, task, factor, level, episode) — run to a JSON-ready record.
+"""One benchmark job — (policy, task, factor, level, episode) — run to a JSON-ready record and its files.
 
 This is the function every executor calls (local processes or Ray tasks). A worker process keeps one
-simulator per task and reuses it; the shift's ``undo`` restores the clean scene after every episode.
+simulator per task and reuses it; the shift's ``undo`` restores the clean scene after every episode. A job
+writes nothing itself: its record and its files (trajectory, failure frames) travel back to the driver, which
+writes them, so workers need no filesystem shared with the driver (a Ray cluster).
 """
 
 from __future__ import annotations
 
+import io
 import logging
 import time
 import traceback
-from dataclasses import asdict, dataclass
-from pathlib import Path
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
 
 import numpy as np
 
 from eval.bench_config import BenchConfig
+from eval.frames import FrameStrip
 from eval.schema import CLEAN, EPISODE_SCHEMA, EPISODE_SCHEMA_VERSION
-from r2a_core.files import atomic_path
+from r2a_core.provenance import policy_artifacts
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +41,30 @@ class Job:
 
     def slug(self) -> str:
         return f"{self.policy.replace(':', '-').replace('/', '_')}__{self.task}__{self.factor}{self.level}__{self.episode}"
+
+
+#: ``--save-frames`` choices: none, or a frame strip of every failed episode (and of every clean run, its twin)
+SAVE_FRAMES = ("none", "failures")
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How to run a job besides its config: what the driver established up front, and what to bring back."""
+
+    build_spec: str | None = None
+    """the spec to build when it differs from the job's (the policy's files moved into this worker's cache)"""
+    artifacts: Mapping[str, str] = field(default_factory=dict)
+    """role → sha256 of each file the driver's policy loaded; the worker's policy must load the same"""
+    save_frames: str = "none"
+    """one of :data:`SAVE_FRAMES`"""
+
+
+@dataclass
+class JobResult:
+    """A job's record and its files (path relative to the results directory → content) for the driver."""
+
+    record: dict[str, Any]
+    files: dict[str, bytes] = field(default_factory=dict)
 
 
 def _sim(task: str, image_size: int):
@@ -80,23 +107,45 @@ class BenchHooks:
         self.shift.close()
 
 
-def run_job(job: Job, config: BenchConfig, out_dir: str | None = None) -> dict[str, Any]:
-    """Run one episode and return its record; a crash becomes a record with ``error`` set, never an exception."""
+def _base_record(job: Job, config: BenchConfig) -> dict[str, Any]:
+    seed = config.seed + job.episode
+    return {"schema": EPISODE_SCHEMA, "schema_version": EPISODE_SCHEMA_VERSION, **asdict(job),
+            "env_seed": seed, "policy_seed": seed, "config_name": config.name}
+
+
+def _error_record(job: Job, config: BenchConfig, err: BaseException) -> dict[str, Any]:
+    log.error("job %s failed: %s", job.key, err)
+    return {**_base_record(job, config), "success": False, "error": f"{type(err).__name__}: {err}",
+            "traceback": "".join(traceback.format_exception(err, limit=5))}
+
+
+def failed_job(job: Job, config: BenchConfig, err: BaseException) -> JobResult:
+    """The result of a job that could not run at all (its worker died, its files could not be fetched)."""
+    return JobResult({**_error_record(job, config, err), "wall_s": None})
+
+
+def run_job(job: Job, config: BenchConfig, options: JobOptions | None = None) -> JobResult:
+    """Run one episode; a crash becomes a record with ``error`` set, never an exception."""
+    options = options or JobOptions()
     start = time.perf_counter()
     seed = config.seed + job.episode
-    base = {"schema": EPISODE_SCHEMA, "schema_version": EPISODE_SCHEMA_VERSION, **asdict(job),
-            "env_seed": seed, "policy_seed": seed, "config_name": config.name}
+    base = _base_record(job, config)
+    frames = FrameStrip() if options.save_frames == "failures" else None
+    files: dict[str, bytes] = {}
     try:
-        record = {**base, **_run(job, config, seed, out_dir)}
+        record = {**base, **_run(job, config, seed, options, frames, files)}
     except Exception as err:  # noqa: BLE001 - a blow-up is recorded, the benchmark goes on
-        log.error("job %s failed: %s", job.key, err)
-        record = {**base, "success": False, "error": f"{type(err).__name__}: {err}",
-                  "traceback": traceback.format_exc(limit=5)}
+        record = _error_record(job, config, err)
+    if frames is not None and frames.count and (not record["success"] or job.factor == CLEAN):
+        path = f"frames/{job.slug()}.png"
+        files[path] = frames.png()
+        record["frames"], record["frame_steps"] = path, frames.steps
     record["wall_s"] = round(time.perf_counter() - start, 3)
-    return record
+    return JobResult(record, files)
 
 
-def _run(job: Job, config: BenchConfig, seed: int, out_dir: str | None) -> dict[str, Any]:
+def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: FrameStrip | None,
+         files: dict[str, bytes]) -> dict[str, Any]:
     from demos.rollout import run_episode
     from sim.shifts import ShiftHooks
     from r2a.policies import make_policy
@@ -104,13 +153,60 @@ def _run(job: Job, config: BenchConfig, seed: int, out_dir: str | None) -> dict[
     sim = _sim(job.task, config.image_size)
     shift = ShiftHooks(None if job.factor == CLEAN else job.factor, job.level)
     hooks = BenchHooks(shift, sim.task)
-    policy = make_policy(job.policy, sim, seed)
-    # the config's execution horizon wins; otherwise the policy's own (openpi's action_horizon), else all of it
-    n_action_steps = config.n_action_steps or getattr(policy, "n_action_steps", None)
-    _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, hooks=hooks)
-    if config.save_trajectories and out_dir is not None:
-        _save_trajectory(Path(out_dir), job, summary["trace"])
-    return _record_fields(sim, hooks, summary)
+    policy = make_policy(options.build_spec or job.policy, sim, seed)
+    wrapper = WrapperDiagnostics()
+    try:
+        _check_artifacts(job.policy, policy, options.artifacts)
+        # the config's execution horizon wins; otherwise the policy's own (openpi's action_horizon), else all of it
+        n_action_steps = config.n_action_steps or getattr(policy, "n_action_steps", None)
+        _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, hooks=hooks,
+                                 observer=_both(frames, wrapper))
+    finally:
+        close = getattr(policy, "close", None)  # a server connection is released at once, not at GC
+        if callable(close):
+            close()
+    if config.save_trajectories:
+        files[f"trajectories/{job.slug()}.npz"] = _npz_bytes(summary["trace"])
+    record = _record_fields(sim, hooks, summary)
+    if wrapper.diagnostics:
+        record["r2a"] = wrapper.summary()
+    return record
+
+
+class WrapperDiagnostics:
+    """A rollout observer keeping the R2A wrapper's per-chunk diagnostics (``reply["r2a"]``) of one episode."""
+
+    def __init__(self) -> None:
+        self.diagnostics: list[dict[str, Any]] = []
+
+    def __call__(self, step: Any) -> None:
+        if step.reply is not None and isinstance(step.reply.get("r2a"), dict):
+            self.diagnostics.append(step.reply["r2a"])
+
+    def summary(self) -> dict[str, Any]:
+        from r2a.wrapper.policy import summarize_diagnostics
+
+        return summarize_diagnostics(self.diagnostics)
+
+
+def _both(*observers: Any) -> Any:
+    """One observer calling each of ``observers`` that is not None."""
+    active = [o for o in observers if o is not None]
+
+    def observe(step: Any) -> None:
+        for observer in active:
+            observer(step)
+
+    return observe
+
+
+def _check_artifacts(spec: str, policy: Any, expected: Mapping[str, str]) -> None:
+    """The worker's policy must have loaded exactly the files the driver's did (same role, same sha256)."""
+    loaded = {role: entry.get("sha256") for role, entry in policy_artifacts(policy).items()}
+    wrong = [role for role, digest in expected.items() if loaded.get(role) != digest]
+    if wrong:
+        raise RuntimeError(f"policy '{spec}' loaded other files here than when the run started ({', '.join(wrong)}: "
+                           f"sha256 {[loaded.get(r) for r in wrong]} instead of {[expected[r] for r in wrong]})")
 
 
 def _record_fields(sim, hooks: BenchHooks, summary: dict[str, Any]) -> dict[str, Any]:
@@ -135,8 +231,7 @@ def _record_fields(sim, hooks: BenchHooks, summary: dict[str, Any]) -> dict[str,
     }
 
 
-def _save_trajectory(out_dir: Path, job: Job, trace: dict[str, np.ndarray]) -> None:
-    folder = out_dir / "trajectories"
-    folder.mkdir(parents=True, exist_ok=True)
-    with atomic_path(folder / f"{job.slug()}.npz") as tmp:
-        np.savez_compressed(tmp, **trace)
+def _npz_bytes(trace: dict[str, np.ndarray]) -> bytes:
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **trace)
+    return buffer.getvalue()

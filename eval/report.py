@@ -31,6 +31,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import numpy as np
 
@@ -52,6 +53,8 @@ from r2a_core.files import atomic_path, to_json_safe, write_json_atomic, write_t
 log = logging.getLogger(__name__)
 
 REQUIRED_FIELDS = (*JOB_FIELDS, "success")
+#: errored jobs listed in report.md (all of them are in summary.json)
+MAX_ERRORS_LISTED = 20
 
 Record = Mapping[str, Any]
 JobKey = tuple[str, str, str, int, int]
@@ -128,12 +131,14 @@ def dedupe_records(records: Iterable[Record]) -> tuple[list[dict[str, Any]], int
 # ----------------------------------------------------------------------------------------------- summary
 
 def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed: int = 0,
-                  competence_threshold: float = 0.2, config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  competence_threshold: float = 0.2, config: Mapping[str, Any] | None = None,
+                  provenance: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Every statistic of the benchmark from per-episode records, as a JSON-safe dict (NaN → None).
 
     ``config`` (optional) is stored in the summary; ``expected_jobs`` (a list of job keys, as lists or dicts)
     or ``expected_job_count`` fill the integrity table's expected column, ``base_policy`` picks the policy
-    whose clean SR screens tasks.
+    whose clean SR screens tasks. ``provenance`` (run.json's: commit, versions, machine, command line, the
+    sha256 of what each policy loaded) is stored as it is.
     """
     config = dict(config or {})
     for rec in records:
@@ -149,6 +154,7 @@ def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed:
         "settings": {"n_resamples": n_resamples, "seed": seed, "ci": 0.95,
                      "competence_threshold": competence_threshold, "base_policy": config.get("base_policy")},
         "versions": _versions(),
+        "provenance": dict(provenance) if provenance else None,
         "config": config or None,
         "policies": jobs.policies, "tasks": jobs.tasks, "factors": jobs.factors,
         "integrity": _integrity(jobs, len(records), replaced, config),
@@ -157,8 +163,52 @@ def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed:
         "aggregates": [_aggregate_row(jobs, policy, factor, level, competent[policy], boot)
                        for policy, factor, level in jobs.factor_levels()],
         "uplift": _uplift_rows(jobs, boot),
+        "errors": [{**{f: rec[f] for f in JOB_FIELDS}, "error": rec["error"]}
+                   for rec in sorted(jobs.all, key=job_key) if rec.get("error") is not None],
+        "failure_frames": _failure_frames(jobs),
+        "wrapper": _wrapper_rows(jobs),
     }
     return to_json_safe(summary)
+
+
+def _wrapper_rows(jobs: _Jobs) -> list[dict[str, Any]]:
+    """Per policy and condition, what the R2A wrapper did (records of wrapped policies carry ``r2a``): the share of
+    its chunks that fell back to the base and why, its mean gate per dimension, the mean seed distance and how
+    many episodes started with a start-pose recovery."""
+    groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    for rec in jobs.valid:
+        if isinstance(rec.get("r2a"), Mapping):
+            groups[(rec["policy"], rec["factor"], int(rec["level"]))].append(rec["r2a"])
+    rows = []
+    for (policy, factor, level), summaries in sorted(groups.items()):
+        queries = sum(int(s.get("queries") or 0) for s in summaries)
+        reasons: dict[str, int] = defaultdict(int)
+        for s in summaries:
+            for reason, count in (s.get("fallbacks") or {}).items():
+                reasons[reason] += int(count)
+        gates = [s["mean_gate"] for s in summaries if s.get("mean_gate") is not None]
+        seeds = [s["mean_seed_distance"] for s in summaries if s.get("mean_seed_distance") is not None]
+        rows.append({"policy": policy, "factor": factor, "level": level, "episodes": len(summaries),
+                     "queries": queries, "fallback_share": sum(reasons.values()) / queries if queries else math.nan,
+                     "fallbacks": dict(reasons),
+                     "mean_gate": np.mean(gates, axis=0).round(4).tolist() if gates else None,
+                     "mean_seed_distance": float(np.mean(seeds)) if seeds else math.nan,
+                     "recovered_episodes": sum(1 for s in summaries if int(s.get("recovery_steps") or 0) > 0)})
+    return rows
+
+
+def _failure_frames(jobs: _Jobs) -> list[dict[str, Any]]:
+    """Every failed episode with a frame strip, beside the strip of its clean twin (when it has one)."""
+    rows = []
+    for rec in sorted(jobs.all, key=job_key):
+        if rec["success"] or not rec.get("frames"):
+            continue
+        twin = None if rec["factor"] == CLEAN else jobs.any_by_job.get((rec["policy"], rec["task"], CLEAN, 0,
+                                                                         int(rec["episode"])))
+        rows.append({**{f: rec[f] for f in JOB_FIELDS}, "error": rec.get("error"), "frames": rec["frames"],
+                     "frame_steps": rec.get("frame_steps"), "clean_frames": (twin or {}).get("frames"),
+                     "clean_success": None if twin is None else bool(twin["success"])})
+    return rows
 
 
 class _Jobs:
@@ -473,13 +523,16 @@ def write_report(out_dir: Path, summary: Mapping[str, Any]) -> list[Path]:
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = [write_json_atomic(out_dir / "summary.json", summary)]
-    figures = _write_figures(out_dir, summary)
-    paths.append(write_text_atomic(out_dir / "report.md", render_markdown(summary, [p.name for p in figures])))
+    figures, omitted = _write_figures(out_dir, summary)
+    paths.append(write_text_atomic(out_dir / "report.md",
+                                   render_markdown(summary, [p.name for p in figures], omitted)))
     return paths + figures
 
 
-def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = ()) -> str:
-    """The Markdown report: integrity, per-condition, aggregate, uplift and stage-diagnostics tables."""
+def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = (),
+                    omitted: Mapping[str, str] | None = None) -> str:
+    """The Markdown report: integrity, per-condition, aggregate, uplift and stage-diagnostics tables, the
+    figures (and why any was left out), failure frames, errors and provenance."""
     s = summary["settings"]
     parts = [
         "# Shift benchmark report", "",
@@ -505,12 +558,82 @@ def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = ()) -> 
                  r["n_pairs"], _num(r["clean_sr"]), _num(r["sr"]), _sr_ci(r["delta_sr"], r["delta_sr_ci"]),
                  r["transitions"]["S->F"], r["transitions"]["F->S"], _num(r["mcnemar_p"])]
                 for r in summary["aggregates"]]), "",
-        *_uplift_md(summary["uplift"]),
+        *_uplift_md(summary["uplift"], summary["settings"].get("base_policy")),
+        *_wrapper_md(summary.get("wrapper") or []),
         *_stages_md(summary["conditions"]),
         *_trajectory_md(summary["conditions"]),
+        *_figures_md(figures, omitted or {}),
+        *_frames_md(summary.get("failure_frames") or []),
+        *_errors_md(summary.get("errors") or []),
+        *_provenance_md(summary.get("provenance")),
     ]
-    parts += ["## Figures", ""] + [f"![{name}]({name})" for name in figures] + [""] if figures else []
     return "\n".join(parts)
+
+
+def _figures_md(figures: Sequence[str], omitted: Mapping[str, str]) -> list[str]:
+    if not figures and not omitted:
+        return []
+    lines = ["## Figures", ""] + [f"![{name}]({name})" for name in figures] + [""]
+    lines += [f"- `{name}` is left out: {why}." for name, why in omitted.items()]
+    return lines + ([""] if omitted else [])
+
+
+def _frames_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each failed episode's frame strip beside its clean twin's (``--save-frames failures``)."""
+    if not rows:
+        return []
+    def link(path: str | None, alt: str) -> str:
+        return f"![{alt}]({quote(path)})" if path else "–"
+
+    body = [[r["policy"], r["task"], r["factor"], r["level"], r["episode"],
+             link(r["frames"], "failed") + (f" (error: {_cell(r['error'])})" if r.get("error") else ""),
+             link(r.get("clean_frames"), "clean twin") if r["factor"] != CLEAN else "(the clean run)",
+             "–" if r.get("clean_success") is None else ("success" if r["clean_success"] else "failure")]
+            for r in rows]
+    steps = next((r["frame_steps"] for r in rows if r.get("frame_steps")), None)
+    return ["## Failure frames", "",
+            "What the policy saw (agentview, shift applied) at evenly spaced steps of each failed episode, left "
+            "to right" + (f" (e.g. steps {', '.join(map(str, steps))})" if steps else "")
+            + ", beside the same episode without the shift.", "",
+            _table(["policy", "task", "factor", "L", "ep", "failed episode", "clean twin", "clean outcome"], body),
+            ""]
+
+
+def _errors_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    if not rows:
+        return []
+    shown = rows[:MAX_ERRORS_LISTED]
+    more = ["", f"… and {len(rows) - len(shown)} more (summary.json, `errors`)."] if len(rows) > len(shown) else []
+    return ["## Errors", "", f"{len(rows)} job(s) ended with an error (left out of every statistic; their tracebacks "
+            "are in the `traceback` field of their records in results.jsonl; a rerun retries them).", "",
+            _table(["policy", "task", "factor", "L", "ep", "error"],
+                   [[r["policy"], r["task"], r["factor"], r["level"], r["episode"], _cell(r["error"])]
+                    for r in shown]), *more, ""]
+
+
+def _provenance_md(provenance: Mapping[str, Any] | None) -> list[str]:
+    if not provenance:
+        return []
+    git, versions = provenance.get("git") or {}, provenance.get("versions") or {}
+    machine = provenance.get("machine") or {}
+    dirty = " (uncommitted changes)" if git.get("dirty") else ""
+    lines = ["## Provenance", "",
+             f"- commit: {git.get('commit') or 'unknown (not a git checkout)'}{dirty}",
+             "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None),
+             f"- machine: {machine.get('cpu')}, {machine.get('cores')} cores, GPU {machine.get('gpu') or 'none'}",
+             f"- command: `{provenance.get('command')}`"]
+    for spec, roles in (provenance.get("artifacts") or {}).items():
+        lines += [f"- `{spec}` loaded {role} `{e.get('path')}` (sha256 {str(e.get('sha256'))[:16]}…)"
+                  for role, e in roles.items()]
+    resumes = provenance.get("resumes") or []
+    if resumes:
+        lines.append(f"- resumed {len(resumes)} time(s); run.json records each resume's commit, versions and machine")
+    return lines + [""]
+
+
+def _cell(text: Any) -> str:
+    """One line of text, safe inside a Markdown table cell."""
+    return " ".join(str(text).split()).replace("|", "\\|")[:200]
 
 
 def _integrity_md(t: Mapping[str, Any]) -> list[str]:
@@ -528,7 +651,11 @@ def _integrity_md(t: Mapping[str, Any]) -> list[str]:
     return lines + [""]
 
 
-def _uplift_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+def _uplift_md(rows: Sequence[Mapping[str, Any]], base_policy: str | None = None) -> list[str]:
+    """Each policy pair once: the base policy as baseline when configured, else the first in sorted order
+    (summary.json keeps both orders)."""
+    rows = [r for r in rows if _is_shown_pair(r, base_policy, {p for row in rows for p in (row["baseline"],
+                                                                                      row["candidate"])})]
     if not rows:
         return []
     return ["## Uplift (SR(candidate) − SR(baseline) on the same perturbed jobs)", "",
@@ -538,6 +665,24 @@ def _uplift_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                      r["n_pairs"], _num(r["baseline_sr"]), _num(r["candidate_sr"]),
                      _sr_ci(r["uplift"], r["uplift_ci"]), r["transitions"]["S->F"], r["transitions"]["F->S"],
                      _num(r["mcnemar_p"])] for r in rows]), ""]
+
+
+def _wrapper_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What the R2A wrapper did per condition (only for runs that include a wrapped policy)."""
+    if not rows:
+        return []
+    def gate(r: Mapping[str, Any]) -> str:
+        g = r.get("mean_gate")
+        return "–" if not g else f"{np.mean(g[0:3]):.3f} / {np.mean(g[3:6]):.3f}"
+
+    return ["## R2A wrapper", "", "Share of chunks that fell back to the base policy (and why), the mean gate on "
+            "translation / rotation over the chunks that blended, the mean key distance of the nearest graph node, "
+            "and the episodes that began with a start-pose recovery.", "",
+            _table(["policy", "factor", "L", "episodes", "chunks", "fallback share", "fallback reasons",
+                    "mean S (trans / rot)", "seed distance", "recovered"],
+                   [[r["policy"], r["factor"], r["level"], r["episodes"], r["queries"], _num(r["fallback_share"]),
+                     ", ".join(f"{k} {v}" for k, v in sorted(r["fallbacks"].items())) or "–", gate(r),
+                     _num(r["mean_seed_distance"]), r["recovered_episodes"]] for r in rows]), ""]
 
 
 def _stages_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -585,25 +730,29 @@ def _sr_ci(value: Any, ci: Sequence[Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------- figures
 
-def _write_figures(out_dir: Path, summary: Mapping[str, Any]) -> list[Path]:
+FIGURES = ("delta_sr.png", "sr_heatmap.png", "failure_depth.png", "uplift.png")
+
+
+def _write_figures(out_dir: Path, summary: Mapping[str, Any]) -> tuple[list[Path], dict[str, str]]:
+    """Draw every figure that has something to show; return the written paths and, for each figure left
+    out, why. A stale figure of an earlier report of the same directory is removed with it."""
     try:
         from matplotlib.figure import Figure  # noqa: F401  (imported here: heavy, needed only for figures)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise R2AInputError("the benchmark report's figures need matplotlib: pip install matplotlib") from exc
-    figures = [("delta_sr.png", _plot_delta_sr), ("sr_heatmap.png", _plot_heatmap),
-               ("failure_depth.png", _plot_failure_depth)]
-    if len(summary["policies"]) >= 2:
-        figures.append(("uplift.png", _plot_uplift))
-    paths = []
-    for name, plot in figures:
+    plots = dict(zip(FIGURES, (_plot_delta_sr, _plot_heatmap, _plot_failure_depth, _plot_uplift)))
+    paths, omitted = [], {}
+    for name, plot in plots.items():
         fig = plot(summary)
-        if fig is None:
-            log.info("figure %s: nothing to plot", name)
+        if isinstance(fig, str):
+            log.info("figure %s left out: %s", name, fig)
+            omitted[name] = fig
+            (out_dir / name).unlink(missing_ok=True)
             continue
         with atomic_path(out_dir / name) as tmp:
             fig.savefig(tmp, format="png", dpi=120, bbox_inches="tight")
         paths.append(out_dir / name)
-    return paths
+    return paths, omitted
 
 
 def _new_figure(n_panels: int, width: float = 6.0, height: float = 3.5) -> tuple[Any, list[Any]]:
@@ -613,8 +762,20 @@ def _new_figure(n_panels: int, width: float = 6.0, height: float = 3.5) -> tuple
     return fig, [fig.add_subplot(n_panels, 1, i + 1) for i in range(n_panels)]
 
 
+def _nothing_to_show(rows: Sequence[Mapping[str, Any]], value: str, ci: str) -> str | None:
+    """Why bars of ``value`` would show nothing — no row has a value, or every value and interval bound is
+    exactly 0 (invisible bars on an axis of ±0.04) — or None when they show something."""
+    values = [v for r in rows for v in (r[value], *r[ci]) if v is not None]
+    if not values:
+        return "no value to draw"
+    if all(v == 0 for v in values):
+        return "every value is 0 with a zero-width interval"
+    return None
+
+
 def _grouped_bars(ax: Any, rows: Sequence[Mapping[str, Any]], value: str, ci: str, ylabel: str) -> None:
-    """Bars per factor, one per level, with CI error bars (missing values are left out)."""
+    """Bars per factor, one per level, with CI error bars (missing values are left out); the axis spans at
+    least ±0.1, so that a small effect is not drawn as a large one."""
     factors = sorted({r["factor"] for r in rows})
     levels = sorted({r["level"] for r in rows})
     width = 0.8 / max(1, len(levels))
@@ -630,6 +791,9 @@ def _grouped_bars(ax: Any, rows: Sequence[Mapping[str, Any]], value: str, ci: st
             err[1].append(max(0.0, row[ci][1] - row[value]))
         ax.bar(xs, ys, width, yerr=err, capsize=3, label=f"L{level}")
     ax.axhline(0.0, color="black", linewidth=0.8)
+    bounds = [abs(v) for r in rows for v in (r[value], *r[ci]) if v is not None]
+    half = min(1.05, max([0.1, *bounds]) * 1.1)
+    ax.set_ylim(-half, half)
     ax.set_xticks(range(len(factors)), factors)
     ax.set_ylabel(ylabel)
     ax.legend(fontsize="small")
@@ -638,7 +802,12 @@ def _grouped_bars(ax: Any, rows: Sequence[Mapping[str, Any]], value: str, ci: st
 def _plot_delta_sr(summary: Mapping[str, Any]) -> Any:
     rows = summary["aggregates"]
     if not rows:
-        return None
+        return "no shifted condition was run"
+    why = _nothing_to_show(rows, "delta_sr", "delta_sr_ci")
+    if why == "no value to draw":
+        return "no task passed clean-competence screening, so no condition has a ΔSR (see the clean runs)"
+    if why:
+        return "ΔSR is 0 with a zero-width interval in every condition: no paired episode changed outcome"
     policies = sorted({r["policy"] for r in rows})
     fig, axes = _new_figure(len(policies))
     for ax, policy in zip(axes, policies):
@@ -651,7 +820,7 @@ def _plot_heatmap(summary: Mapping[str, Any]) -> Any:
     policies, tasks = summary["policies"], summary["tasks"]
     conditions = [(CLEAN, 0)] + sorted({(r["factor"], r["level"]) for r in summary["conditions"]})
     if not tasks or not policies:
-        return None
+        return "no valid episode"
     fig, axes = _new_figure(len(policies), width=max(5.0, 1.0 + 0.8 * len(conditions)),
                             height=max(2.0, 0.9 + 0.45 * len(tasks)))
     for ax, policy in zip(axes, policies):
@@ -673,13 +842,20 @@ def _plot_heatmap(summary: Mapping[str, Any]) -> Any:
     return fig
 
 
+#: the legend's words for a failure that latched every stage but did not hold success at the end
+ALL_REACHED_LABEL = "every stage reached once, not held at the end"
+
+
 def _plot_failure_depth(summary: Mapping[str, Any]) -> Any:
-    """Stacked share of failures by first incomplete stage, per factor (levels and tasks pooled)."""
+    """Stacked share of failures by first incomplete stage, per factor (levels and tasks pooled); only the
+    policies and stages that have failures are drawn."""
     rows = [{**r, "factor": CLEAN} for r in summary["clean"]] + list(summary["conditions"])
-    stages = _stage_order(r["failure_stages"]["first_incomplete"] for r in rows)
+    histograms = [{k: v for k, v in r["failure_stages"]["first_incomplete"].items() if v} for r in rows]
+    stages = _stage_order(histograms)
     if not stages:
-        return None
-    policies = summary["policies"]
+        return "no episode failed"
+    failed = {r["policy"] for r, h in zip(rows, histograms) if h}
+    policies = [p for p in summary["policies"] if p in failed]
     fig, axes = _new_figure(len(policies))
     for ax, policy in zip(axes, policies):
         factors = [CLEAN] + sorted({r["factor"] for r in rows if r["policy"] == policy and r["factor"] != CLEAN})
@@ -687,12 +863,14 @@ def _plot_failure_depth(summary: Mapping[str, Any]) -> Any:
         for r in rows:
             if r["policy"] == policy:
                 for stage, k in r["failure_stages"]["first_incomplete"].items():
-                    counts[factors.index(r["factor"]), stages.index(stage)] += k
+                    if k:
+                        counts[factors.index(r["factor"]), stages.index(stage)] += k
         totals = counts.sum(axis=1, keepdims=True)
         shares = np.divide(counts, totals, out=np.zeros_like(counts), where=totals > 0)
         bottom = np.zeros(len(factors))
         for k, stage in enumerate(stages):
-            ax.bar(range(len(factors)), shares[:, k], bottom=bottom, label=stage)
+            ax.bar(range(len(factors)), shares[:, k], bottom=bottom,
+                   label=ALL_REACHED_LABEL if stage == ALL_STAGES_REACHED else f"stopped before '{stage}'")
             bottom += shares[:, k]
         ax.set_xticks(range(len(factors)), [f"{f}\n(n={int(t)})" for f, t in zip(factors, totals[:, 0])])
         ax.set_ylabel("share of failures")
@@ -702,21 +880,34 @@ def _plot_failure_depth(summary: Mapping[str, Any]) -> Any:
 
 
 def _stage_order(histograms: Iterable[Mapping[str, int]]) -> list[str]:
-    """Union of stage names in first-seen order, with "all_reached" last."""
+    """Union of stage names in first-seen order, with "all_reached" last when it occurs."""
     order: list[str] = []
     for hist in histograms:
-        order += [k for k in hist if k not in order and k != ALL_STAGES_REACHED]
-    return order + [ALL_STAGES_REACHED] if order else []
+        order += [k for k in hist if k not in order]
+    return [k for k in order if k != ALL_STAGES_REACHED] + [k for k in order if k == ALL_STAGES_REACHED]
+
+
+def _is_shown_pair(row: Mapping[str, Any], base_policy: str | None, policies: set[str]) -> bool:
+    """Whether an ordered uplift row is the one shown for its unordered pair: the base policy as baseline when
+    it is one of the two, else the pair in sorted order."""
+    pair = {row["baseline"], row["candidate"]}
+    if base_policy in pair and base_policy in policies:
+        return row["baseline"] == base_policy
+    return row["baseline"] < row["candidate"]
 
 
 def _plot_uplift(summary: Mapping[str, Any]) -> Any:
     """Uplift per factor/level for each unordered policy pair (the base policy as baseline when configured)."""
+    if len(summary["policies"]) < 2:
+        return "one policy only: there is no pair to compare"
     base = summary["settings"].get("base_policy")
     rows = [r for r in summary["uplift"] if r["level"] is not None
-            and (r["baseline"] == base if base in summary["policies"] else r["baseline"] < r["candidate"])]
+            and _is_shown_pair(r, base, set(summary["policies"]))]
     pairs = sorted({(r["baseline"], r["candidate"]) for r in rows})
     if not pairs:
-        return None
+        return "the policies share no valid shifted episode"
+    if _nothing_to_show(rows, "uplift", "uplift_ci"):
+        return "the uplift is 0 with a zero-width interval everywhere: the policies agree on every shifted episode"
     fig, axes = _new_figure(len(pairs))
     for ax, (baseline, candidate) in zip(axes, pairs):
         _grouped_bars(ax, [r for r in rows if (r["baseline"], r["candidate"]) == (baseline, candidate)],

@@ -1,31 +1,40 @@
 """The benchmark runner: every (policy, task, factor, level, episode) job in parallel, resumable.
 
-Each finished episode is appended to ``DIR/results.jsonl`` at once (flushed and fsync'ed), so a ``kill -9``
-loses at most the episodes in flight; a rerun skips every job already recorded. ``DIR/run.json`` pins the
-config and policies: resuming with different ones is refused, since the results would not be comparable.
+Before the first episode every policy is built once (eval/preflight.py): a policy that cannot be built or
+reached, or a missing optional package, fails in seconds and writes nothing. Each finished episode is appended
+to ``DIR/results.jsonl`` at once (flushed and fsync'ed), after the files it brought back (trajectory, frames),
+so a ``kill -9`` loses at most the episodes in flight; a rerun skips every job already recorded — except jobs
+that ended with an error, which it runs again (``retry_errors``). ``DIR/run.json`` pins the config and policies
+and records the provenance (r2a_core/provenance.py: commit, versions, machine, command line, the sha256 of
+what each policy loaded): resuming with a different config, policy list or policy files is refused, since the
+results would not be comparable; a resume on another commit or machine is logged and recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing as mp
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from tqdm import tqdm
 
 from eval.bench_config import BenchConfig
-from eval.episode_job import Job, run_job
+from eval.episode_job import SAVE_FRAMES, Job, JobOptions, JobResult, run_job
 from r2a_core.errors import R2AInputError
-from r2a_core.files import to_json_safe, write_json_atomic
+from r2a_core.files import atomic_write, to_json_safe, write_json_atomic
+from r2a_core.provenance import collect_provenance, provenance_differences
 
 log = logging.getLogger(__name__)
 
 RESULTS, RUN_FILE = "results.jsonl", "run.json"
 EXECUTORS = ("local", "ray")
+#: spec → role → {"path", "sha256"}: what each policy loaded when the run was checked
+Artifacts = Mapping[str, Mapping[str, Mapping[str, str]]]
 
 
 def plan_jobs(config: BenchConfig, policies: list[str]) -> list[Job]:
@@ -36,19 +45,34 @@ def plan_jobs(config: BenchConfig, policies: list[str]) -> list[Job]:
 
 
 def run_benchmark(config: BenchConfig, policies: list[str], out_dir: str | Path, workers: int = 1,
-                  executor: str = "local", progress: bool = True) -> dict[str, Any]:
-    """Run (or resume) the benchmark into ``out_dir`` and write its report; returns the summary."""
+                  executor: str = "local", progress: bool = True, *, retry_errors: bool = True,
+                  save_frames: str = "none", ray_address: str | None = None) -> dict[str, Any]:
+    """Run (or resume) the benchmark into ``out_dir`` and write its report; returns the summary.
+
+    ``retry_errors`` runs jobs whose last record has an error again; ``save_frames="failures"`` brings back a
+    frame strip of every failed episode and of every clean run (eval/frames.py); ``ray_address`` (or
+    ``RAY_ADDRESS``) joins an existing Ray cluster with ``executor="ray"``.
+    """
+    from eval.preflight import build_policies
     from eval.report import build_summary, write_report
 
     out_dir = Path(out_dir)
-    _check_args(policies, workers, executor)
-    _pin_run(out_dir, config, policies)
-    jobs = plan_jobs(config, policies)
-    done = _finished_keys(out_dir / RESULTS)
-    pending = [job for job in jobs if job.key not in done]
-    log.info("%d jobs planned, %d already recorded, %d to run", len(jobs), len(jobs) - len(pending), len(pending))
-    if pending:
-        _execute(pending, config, out_dir, workers, executor, progress)
+    _check_args(policies, workers, executor, save_frames, ray_address)
+    artifacts = build_policies(policies, config)
+    provenance = {**collect_provenance(), "artifacts": artifacts}
+    with _executor(executor, workers, ray_address) as execute:
+        resuming = _pin_run(out_dir, config, policies, provenance)
+        jobs = plan_jobs(config, policies)
+        done = _finished_keys(out_dir / RESULTS, retry_errors)
+        pending = [job for job in jobs if job.key not in done]
+        log.info("%d jobs planned, %d already recorded, %d to run", len(jobs), len(jobs) - len(pending),
+                 len(pending))
+        if pending:
+            if resuming:
+                _record_resume(out_dir / RUN_FILE, provenance, len(pending))
+            options = {spec: JobOptions(artifacts={role: e["sha256"] for role, e in artifacts[spec].items()},
+                                        save_frames=save_frames) for spec in policies}
+            _execute(pending, config, out_dir, execute, options, artifacts, progress)
     return write_summary(out_dir, config, jobs, build_summary, write_report)
 
 
@@ -57,9 +81,12 @@ def write_summary(out_dir: Path, config: BenchConfig, jobs: list[Job], build_sum
     from eval.report import load_records
 
     records = load_records(out_dir / RESULTS)
+    run_file = out_dir / RUN_FILE
+    provenance = json.loads(run_file.read_text()).get("provenance") if run_file.is_file() else None
     summary = build_summary(records, n_resamples=config.n_resamples, seed=config.seed,
                             competence_threshold=config.competence_threshold,
-                            config={**config.to_dict(), "expected_jobs": [list(j.key) for j in jobs]})
+                            config={**config.to_dict(), "expected_jobs": [list(j.key) for j in jobs]},
+                            provenance=provenance)
     write_report(out_dir, summary)
     return summary
 
@@ -77,7 +104,8 @@ def report_from_dir(out_dir: str | Path) -> dict[str, Any]:
     return write_summary(out_dir, config, plan_jobs(config, pinned["policies"]), build_summary, write_report)
 
 
-def _check_args(policies: list[str], workers: int, executor: str) -> None:
+def _check_args(policies: list[str], workers: int, executor: str, save_frames: str,
+                ray_address: str | None) -> None:
     from r2a.policies import parse_policy_spec
 
     if not policies:
@@ -88,30 +116,88 @@ def _check_args(policies: list[str], workers: int, executor: str) -> None:
         raise R2AInputError(f"--workers must be ≥ 1, got {workers}")
     if executor not in EXECUTORS:
         raise R2AInputError(f"unknown executor '{executor}'; valid executors: {', '.join(EXECUTORS)}")
+    if save_frames not in SAVE_FRAMES:
+        raise R2AInputError(f"--save-frames {save_frames}: expected one of {', '.join(SAVE_FRAMES)}")
+    if ray_address and executor != "ray":
+        raise R2AInputError("--ray-address needs --executor ray")
+    if executor == "ray":
+        from eval.preflight import require_module
+
+        require_module("ray")  # before the policies are built: the cheapest check first
 
 
-def _pin_run(out_dir: Path, config: BenchConfig, policies: list[str]) -> None:
-    """Write run.json on the first run; on a resume, refuse a different config or policy list."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+@contextlib.contextmanager
+def _executor(kind: str, workers: int, ray_address: str | None) -> Iterator[Callable[..., Iterator[JobResult]]]:
+    """``execute(jobs, config, options, artifacts)`` for the chosen executor; Ray connects here, before any
+    file is written, so an unreachable cluster fails like a bad argument."""
+    if kind == "ray":
+        from eval.ray_executor import RayExecutor
+
+        with RayExecutor(workers, ray_address) as ray_executor:
+            yield ray_executor.results
+        return
+    yield lambda jobs, config, options, artifacts: _local_results(jobs, config, options, workers)
+
+
+def _pin_run(out_dir: Path, config: BenchConfig, policies: list[str], provenance: Mapping[str, Any]) -> bool:
+    """Write run.json on the first run and return False; on a resume, refuse a different config, policy list or
+    policy files, warn about another commit, simulator or machine, and return True."""
     pinned = {"config": config.to_dict(), "policies": sorted(policies)}
     path = out_dir / RUN_FILE
-    if path.exists():
-        previous = json.loads(path.read_text())
-        if previous != pinned:
-            raise R2AInputError(f"{path}: {out_dir} holds results of a different config or policy list; "
-                                f"use a new --out directory (or delete it) to start over")
-        return
+    if not path.exists():
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, {**pinned, "provenance": provenance})
+        return False
+    previous = json.loads(path.read_text())
+    try:  # fields added to the config since the run started take their defaults
+        before = {"config": BenchConfig.from_dict(previous.get("config"), where=str(path)).to_dict(),
+                  "policies": previous.get("policies")}
+    except R2AInputError:
+        before = previous
+    if before != pinned:
+        raise R2AInputError(f"{path}: {out_dir} holds results of a different config or policy list; "
+                            f"use a new --out directory (or delete it) to start over")
+    old = previous.get("provenance") or {}
+    _check_same_artifacts(path, old.get("artifacts"), provenance["artifacts"])
+    for difference in provenance_differences(old, provenance):
+        log.warning("%s: resuming with another %s than the run started with", out_dir, difference)
+    return True
+
+
+def _check_same_artifacts(path: Path, before: Artifacts | None, now: Artifacts) -> None:
+    for spec, roles in (before or {}).items():
+        for role, entry in roles.items():
+            current = now.get(spec, {}).get(role, {}).get("sha256")
+            if current != entry.get("sha256"):
+                raise R2AInputError(
+                    f"{path}: policy '{spec}' now loads another {role} ({entry.get('path')}: sha256 "
+                    f"{str(entry.get('sha256'))[:12]} when the run started, {str(current)[:12]} now); the results "
+                    f"would mix two models — use a new --out directory")
+
+
+def _record_resume(path: Path, provenance: Mapping[str, Any], pending: int) -> None:
+    """Append this resume's provenance (without the artifacts, which must be the same) to run.json."""
+    pinned = json.loads(path.read_text())
+    entry = {k: v for k, v in provenance.items() if k != "artifacts"}
+    entry.update(pending_jobs=pending, time=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+    pinned.setdefault("provenance", {}).setdefault("resumes", []).append(entry)
     write_json_atomic(path, pinned)
 
 
-def _finished_keys(path: Path) -> set[tuple]:
-    """Keys of recorded jobs; a torn last line (killed mid-write) is cut off so appends start clean."""
+def _finished_keys(path: Path, retry_errors: bool = True) -> set[tuple]:
+    """Keys of recorded jobs — with ``retry_errors`` only those whose last record has no error; a torn last line
+    (killed mid-write) is cut off so appends start clean."""
     from eval.report import job_key, load_records
 
     if not path.exists():
         return set()
     _drop_torn_tail(path)
-    return {job_key(rec) for rec in load_records(path)}
+    records = load_records(path)
+    errored = sum(rec.get("error") is not None for rec in records)
+    if errored:
+        log.info("%d recorded job(s) ended with an error: %s", errored,
+                 "running them again" if retry_errors else "kept (--no-retry-errors)")
+    return {job_key(rec) for rec in records if not retry_errors or rec.get("error") is None}
 
 
 def _drop_torn_tail(path: Path) -> None:
@@ -124,42 +210,39 @@ def _drop_torn_tail(path: Path) -> None:
             handle.truncate(len(keep))
 
 
-def _execute(jobs: list[Job], config: BenchConfig, out_dir: Path, workers: int, executor: str,
-             progress: bool) -> None:
-    runner = _ray_results if executor == "ray" else _local_results
+def _execute(jobs: list[Job], config: BenchConfig, out_dir: Path, execute: Callable[..., Iterator[JobResult]],
+             options: Mapping[str, JobOptions], artifacts: Artifacts, progress: bool) -> None:
     start = time.perf_counter()
     with open(out_dir / RESULTS, "a", encoding="utf-8") as sink, \
             tqdm(total=len(jobs), desc=f"bench {config.name}", unit="ep", disable=not progress) as bar:
-        for record in runner(jobs, config, str(out_dir), workers):
-            sink.write(json.dumps(to_json_safe(record)) + "\n")
+        for result in execute(jobs, config, options, artifacts):
+            _write_files(out_dir, result.files)  # before the record, which names them
+            sink.write(json.dumps(to_json_safe(result.record)) + "\n")
             sink.flush()
             os.fsync(sink.fileno())
             bar.update(1)
             bar.set_postfix(ep_s=f"{bar.n / (time.perf_counter() - start):.2f}")
 
 
-def _call(args: tuple[Job, BenchConfig, str]) -> dict[str, Any]:
+def _write_files(out_dir: Path, files: Mapping[str, bytes]) -> None:
+    root = out_dir.resolve()
+    for name, data in files.items():
+        target = (root / name).resolve()
+        if root not in target.parents:
+            raise RuntimeError(f"a job returned a file outside the results directory: {name!r}")
+        with atomic_write(target, "wb") as fh:
+            fh.write(data)
+
+
+def _call(args: tuple[Job, BenchConfig, JobOptions]) -> JobResult:
     return run_job(*args)
 
 
-def _local_results(jobs: list[Job], config: BenchConfig, out_dir: str, workers: int) -> Iterator[dict]:
+def _local_results(jobs: list[Job], config: BenchConfig, options: Mapping[str, JobOptions],
+                   workers: int) -> Iterator[JobResult]:
+    tasks = [(job, config, options[job.policy]) for job in jobs]
     if workers == 1:
-        yield from map(_call, ((job, config, out_dir) for job in jobs))
+        yield from map(_call, tasks)
         return
     with mp.get_context("spawn").Pool(workers) as pool:
-        yield from pool.imap_unordered(_call, [(job, config, out_dir) for job in jobs])
-
-
-def _ray_results(jobs: list[Job], config: BenchConfig, out_dir: str, workers: int) -> Iterator[dict]:
-    """The same job function as Ray tasks (a Ray worker process keeps its simulators between tasks)."""
-    try:
-        import ray
-    except ImportError:
-        raise R2AInputError("--executor ray needs Ray: pip install 'r2a[ray]'") from None
-    if not ray.is_initialized():
-        ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(num_cpus=1)(run_job)
-    pending = [remote.remote(job, config, out_dir) for job in jobs]
-    while pending:
-        finished, pending = ray.wait(pending, num_returns=1)
-        yield ray.get(finished[0])
+        yield from pool.imap_unordered(_call, tasks)

@@ -9,8 +9,10 @@ from r2a_core.wandb_run import start_wandb_run
 
 
 def log_summary(summary: dict[str, Any], config, mode: str = "offline", out_dir: str | Path = ".") -> None:
-    """Log the per factor/level aggregates and uplift rows as wandb tables under ``out_dir/wandb``."""
-    run = start_wandb_run("r2a-bench", config.name, config.to_dict(), mode, out_dir)
+    """Log the per factor/level aggregates and uplift rows as wandb tables under ``out_dir/wandb``; the run's
+    config carries the benchmark config and its provenance (commit, versions, machine, policy files)."""
+    run = start_wandb_run("r2a-bench", config.name,
+                          {**config.to_dict(), "provenance": summary.get("provenance")}, mode, out_dir)
     import wandb
 
     for key in ("aggregates", "uplift"):

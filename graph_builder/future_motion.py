@@ -4,7 +4,7 @@ Conventions (written to the manifest): for ``j = 0..H-1`` the entry ``j`` descri
 state reached after action ``start + j``.
 
 * ``future_dpos[j] = p[start+1+j] - p[start]`` — world-frame translation, so the run-time reference is
-  ``p_now + future_dpos`` (anchored at the current EE pose, docs/architecture.md, "The R2A core (to be built)");
+  ``p_now + future_dpos`` (anchored at the current EE pose, docs/architecture.md, "The R2A core");
 * ``future_drot6d[j]`` — rot6d of ``R[start+1+j] · R[start]ᵀ``, the world-frame rotation since the start, so the
   reference orientation is ``R_rel · R_now``;
 * ``future_gripper[j]`` — the opening at that frame; ``future_actions[j]`` — the raw demo action ``start + j``;

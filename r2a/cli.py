@@ -5,7 +5,6 @@ A group module exposes ``build_parser(prog: str) -> argparse.ArgumentParser`` an
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import logging
 import signal
@@ -18,6 +17,8 @@ GROUPS: dict[str, tuple[str, str]] = {
     "demos": ("demos.cli", "collect scripted demonstrations and inspect demonstration files"),
     "graph": ("graph_builder.cli", "build and inspect motion-primitive graphs"),
     "policy": ("r2a.policies.cli", "train the built-in VLA, inspect checkpoints, list and serve policies"),
+    "serve": ("r2a.serve.cli", "serve a policy over openpi's protocol, or R2A as a proxy in front of a VLA server"),
+    "retriever": ("r2a.retrieval.cli", "train the GNN retriever, inspect it, measure whether its reference helps"),
     "bench": ("eval.cli", "shift benchmark and performance benchmarks"),
 }
 
@@ -26,7 +27,7 @@ log = logging.getLogger("r2a")
 
 def _top_level_help() -> str:
     lines = ["usage: r2a [-v] GROUP ...", "", "groups:"]
-    lines += [f"  {name:<8} {help_}" for name, (_, help_) in GROUPS.items()]
+    lines += [f"  {name:<9} {help_}" for name, (_, help_) in GROUPS.items()]
     lines += ["", "Run 'r2a GROUP --help' for the commands of a group."]
     return "\n".join(lines)
 

@@ -99,16 +99,26 @@ def atomic_dir(path: str | Path, overwrite: bool = True) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_sibling(path)
     tmp.mkdir()
+    umask = _umask()
     try:
         yield tmp
         for file in tmp.rglob("*"):
             if file.is_file():
+                # some writers (safetensors) create private 0600 files; a result is meant to be shared, so every
+                # file gets what any new file gets under the user's umask
+                os.chmod(file, 0o666 & ~umask)
                 fsync_file(file)
         _swap_in(tmp, path, overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _fsync_dir(path.parent)
+
+
+def _umask() -> int:
+    current = os.umask(0o022)
+    os.umask(current)
+    return current
 
 
 def _swap_in(tmp: Path, out: Path, overwrite: bool) -> None:
@@ -142,6 +152,29 @@ def write_json_atomic(path: str | Path, data: Any, indent: int | None = 2, sort_
     return write_text_atomic(path, json.dumps(to_json_safe(data), indent=indent, sort_keys=sort_keys) + "\n")
 
 
+def read_manifest_json(directory: str | Path, name: str, fmt: str, version_key: str, versions: tuple[int, ...],
+                       what: str) -> dict[str, Any]:
+    """A versioned ``manifest.json``-style file of a directory, checked: present, valid JSON, the expected
+    ``format`` and one of ``versions`` under ``version_key`` — else a one-line error saying what ``what`` needs."""
+    from r2a_core.errors import R2AInputError
+
+    directory = Path(directory)
+    file = directory / name
+    if not file.is_file():
+        raise R2AInputError(f"{directory}: not {what} (no {name})")
+    try:
+        manifest = json.loads(file.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise R2AInputError(f"{file}: not valid JSON ({err})") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != fmt:
+        found = manifest.get("format") if isinstance(manifest, dict) else None
+        raise R2AInputError(f"{file}: format is {found!r}, expected {fmt!r}")
+    if manifest.get(version_key) not in versions:
+        raise R2AInputError(f"{file}: {fmt} version {manifest.get(version_key)!r} is not supported (this r2a reads "
+                            f"version {', '.join(map(str, versions))})")
+    return manifest
+
+
 def to_json_safe(value: Any) -> Any:
     """Plain JSON types only: NaN/inf → None, numpy scalars/arrays → Python, tuples → lists, paths → str."""
     if isinstance(value, Mapping):
@@ -157,5 +190,5 @@ def to_json_safe(value: Any) -> Any:
     return value
 
 
-__all__ = ["atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "temp_sibling", "to_json_safe",
-           "write_json_atomic", "write_text_atomic"]
+__all__ = ["atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "read_manifest_json",
+           "temp_sibling", "to_json_safe", "write_json_atomic", "write_text_atomic"]

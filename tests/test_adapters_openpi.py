@@ -4,6 +4,7 @@ import contextlib
 import http.client
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from types import SimpleNamespace
@@ -241,3 +242,154 @@ def test_registry_openpi_specs(server, tmp_path):
     (tmp_path / "nourl.yaml").write_text("format_version: 1\n")
     with pytest.raises(R2AInputError, match="nourl.yaml: no 'url:'"):
         make_policy(f"openpi:{tmp_path / 'nourl.yaml'}", sim, seed=0)
+
+
+# ------------------------------------------------------------------------------ the server under bad input
+
+def _connected(port: int, **kwargs) -> OpenPIWebsocketPolicy:
+    return OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}", **kwargs)
+
+
+def test_loopback_by_default_and_a_warning_elsewhere(monkeypatch, caplog):
+    from r2a.policies.cli import build_parser
+
+    assert build_parser("r2a policy").parse_args(["serve"]).host == "127.0.0.1"
+    assert PolicyServer(EchoPolicy()).host == "127.0.0.1"
+    assert all(map(openpi_ws.is_loopback, ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"]))
+    assert not any(map(openpi_ws.is_loopback, ["0.0.0.0", "", "::", "192.0.2.7", "example.com"]))
+    bound = SimpleNamespace(socket=SimpleNamespace(getsockname=lambda: ("0.0.0.0", 8000)))
+    monkeypatch.setattr(openpi_ws, "serve", lambda *args, **kwargs: bound)  # nothing is bound for real
+    with caplog.at_level("WARNING", logger="r2a.adapters.openpi_ws"):
+        PolicyServer(EchoPolicy(), host="0.0.0.0")._listen()
+        PolicyServer(EchoPolicy(), host="127.0.0.1")._listen()
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert warning == ("the policy server listens on 0.0.0.0: other machines can reach it and no API key is set "
+                       "(--api-key or $R2A_POLICY_API_KEY)")
+
+
+def test_a_missing_or_wrong_key_is_refused_before_inference_and_the_server_keeps_serving():
+    wcp = pytest.importorskip("openpi_client.websocket_client_policy")
+    policy = EchoPolicy()
+    with PolicyServer(policy, host="127.0.0.1", port=0, api_key="s3cret") as srv:
+        for key in (None, "wrong", "s3cre"):
+            with pytest.raises(R2AInputError, match="HTTP 401"):
+                _connected(srv.port, api_key=key)
+        assert policy.seen == []
+        reference = wcp.WebsocketClientPolicy(host="127.0.0.1", port=srv.port, api_key="s3cret")
+        assert reference.infer(_obs())["actions"].shape == (4, 7)
+
+
+def test_the_cli_takes_the_key_from_the_flag_or_the_environment(monkeypatch):
+    from r2a.policies import cli
+
+    seen = []
+    monkeypatch.setattr(PolicyServer, "serve_forever", lambda self: seen.append((self.api_key, self.limits, self.host)))
+    parse = cli.build_parser("r2a policy").parse_args
+    monkeypatch.setenv(openpi_ws.API_KEY_ENV, "from-env")
+    cli.run(parse(["serve", "--policy", "callable:tests.test_adapters_openpi:hold_still"]))
+    cli.run(parse(["serve", "--policy", "callable:tests.test_adapters_openpi:hold_still", "--api-key", "flag",
+                   "--max-message-mb", "0.5"]))
+    assert [(key, limits.max_message_bytes) for key, limits, _ in seen] == [("from-env", 8 << 20), ("flag", 1 << 19)]
+    with pytest.raises(R2AInputError, match="--max-message-mb must be positive"):
+        cli.run(parse(["serve", "--policy", "callable:tests.test_adapters_openpi:hold_still",
+                       "--max-message-mb", "0"]))
+
+
+def hold_still(obs):
+    """A policy for the CLI test: one zero action."""
+    return np.zeros(7, np.float32)
+
+
+def test_an_oversized_message_is_refused_unread_and_the_server_keeps_answering(caplog):
+    from websockets.exceptions import ConnectionClosed
+    from websockets.sync.client import connect
+
+    policy = EchoPolicy()
+    limits = openpi_ws.ServerLimits(max_message_bytes=64 << 10)
+    with PolicyServer(policy, host="127.0.0.1", port=0, limits=limits) as srv, \
+            caplog.at_level("WARNING", logger="r2a.adapters.openpi_ws"):
+        with connect(f"ws://127.0.0.1:{srv.port}", max_size=None) as ws:
+            ws.recv()  # metadata
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.send(openpi_ws.packb({"images/agentview": np.zeros((256, 256, 3), np.uint8)}))  # 192 KiB
+                ws.recv(timeout=30)
+        assert closed.value.rcvd.code == 1009 and policy.seen == []
+        with _connected(srv.port) as client:
+            assert client.infer(_obs())["actions"].shape == (4, 7)
+    assert any("a message over 0.1 MiB" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("field, value, message", [
+    ("state/ee_pos", np.array([np.nan, 0.2, 0.3]),
+     "'state/ee_pos' has 1 non-finite value\\(s\\) \\(NaN or inf\\) of 3"),
+    ("state/gripper", np.float32("inf"), "'state/gripper' is inf \\(not finite\\)"),
+    ("images/agentview", np.zeros((1, 1, 1, 1, 3), np.uint8), "has shape \\(1, 1, 1, 1, 3\\); at most 4 dimensions"),
+    ("images/wide", np.zeros((1, 5000), np.uint8), "has shape \\(1, 5000\\); at most 4 dimensions of at most 4096"),
+    ("many", [np.zeros(1)] * 70, "more than 64 arrays in one request"),
+    ("deep", {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 1}}}}}}}}, "nested deeper than 8 levels"),
+])
+def test_bad_observations_are_refused_with_one_line_and_the_connection_goes_on(server, caplog, field, value,
+                                                                                  message):
+    with _connected(server.port) as client, caplog.at_level("INFO", logger="r2a.adapters.openpi_ws"):
+        caplog.clear()
+        with pytest.raises(PolicyServerError, match=f"refused the request: bad request: .*{message}"):
+            client.infer({**_obs(), field: value})
+        assert server.policy.seen == []                                   # never reached the policy
+        assert client.infer(_obs())["actions"].shape == (4, 7)            # the same connection answers
+    (refusal,) = [r for r in caplog.records if "refused" in r.getMessage()]
+    assert refusal.levelname == "WARNING" and "\n" not in refusal.getMessage() and not refusal.exc_info
+
+
+def test_openpi_reference_client_gets_a_clear_refusal_and_can_go_on(server):
+    wcp = pytest.importorskip("openpi_client.websocket_client_policy")
+    client = wcp.WebsocketClientPolicy(host="127.0.0.1", port=server.port)
+    with pytest.raises(RuntimeError, match="bad request: 'observation/state' has 1 non-finite"):
+        client.infer({"observation/state": np.array([1.0, np.inf, 3.0]), "prompt": "go"})
+    assert client.infer({"observation/state": np.array([1.0, 2.0, 3.0]), "prompt": "go"})["actions"].shape == (4, 7)
+
+
+def test_a_request_that_is_not_msgpack_numpy_is_refused(server):
+    from websockets.sync.client import connect
+
+    with connect(f"ws://127.0.0.1:{server.port}") as ws:
+        ws.recv()
+        for bad in (b"\xc1", b"\x93\x01\x02\x03", "text frame"):
+            ws.send(bad)
+            assert ws.recv(timeout=30).startswith("bad request: ")
+    assert server.policy.seen == []
+
+
+class _SlowPolicy(EchoPolicy):
+    """Blocks inside ``infer`` until released, so a test can act while an inference is under way."""
+
+    def __init__(self):
+        super().__init__()
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def infer(self, obs):
+        self.entered.set()
+        assert self.release.wait(timeout=120), "never released"
+        return super().infer(obs)
+
+
+def test_healthz_and_new_clients_are_answered_during_a_slow_inference():
+    policy = _SlowPolicy()
+    replies = []
+    with PolicyServer(policy, host="127.0.0.1", port=0) as srv:
+        first = _connected(srv.port)
+        worker = threading.Thread(target=lambda: replies.append(first.infer(_obs())))
+        worker.start()
+        try:
+            assert policy.entered.wait(timeout=60)
+            conn = http.client.HTTPConnection("127.0.0.1", srv.port, timeout=30)
+            conn.request("GET", "/healthz")  # answered while the inference is still blocked
+            assert conn.getresponse().status == 200
+            conn.close()
+            with _connected(srv.port) as second:  # so is a new client's handshake and metadata
+                assert second.metadata["r2a_reset"] is True
+            assert replies == [] and worker.is_alive()
+        finally:
+            policy.release.set()
+            worker.join(timeout=60)
+            first.close()
+    assert replies[0]["actions"].shape == (4, 7)

@@ -60,3 +60,25 @@ def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
     assert main(["bench", "compare", str(runs[0]), str(runs[1]), "--json", str(tmp_path / "cmp.json")]) == 0
     assert "| Lift | clean | 0 | 2 |" in capsys.readouterr().out
     assert json.loads((tmp_path / "cmp.json").read_text())["paired"] == 2
+
+
+def _provenance(commit: str = "a" * 40, mujoco: str = "3.9.0", cpu: str = "CPU X") -> dict:
+    return {"git": {"commit": commit, "dirty": False}, "versions": {"robosuite": "1.5.2", "mujoco": mujoco},
+            "machine": {"cpu": cpu, "cores": 2, "gpu": None}}
+
+
+def test_warns_when_the_runs_differ_in_commit_simulator_or_machine(tmp_path, caplog):
+    runs = []
+    for name, prov in (("a", _provenance()), ("b", _provenance()), ("c", _provenance("b" * 40, "3.8.0", "CPU Y"))):
+        run = _write(tmp_path / name, [record("p", "Lift", "clean", 0, i, success=True) for i in range(2)])
+        (run / "run.json").write_text(json.dumps({"config": {}, "policies": ["p"], "provenance": prov}))
+        runs.append(run)
+    assert compare_runs(runs[0], runs[1])["warnings"] == []
+    with caplog.at_level("WARNING"):
+        result = compare_runs(runs[0], runs[2])
+    assert [w.split(": ", 1)[1].split(" —")[0] for w in result["warnings"]] == [
+        f"git commit {'a' * 12} vs {'b' * 12}", "mujoco 3.9.0 vs 3.8.0", "machine cpu 'CPU X' vs 'CPU Y'"]
+    assert "mujoco 3.9.0 vs 3.8.0" in caplog.text
+    assert "**Warning:** the runs differ: mujoco 3.9.0 vs 3.8.0" in comparison_markdown(result)
+    (runs[1] / "run.json").unlink()
+    assert "no provenance in" in compare_runs(runs[0], runs[1])["warnings"][0]

@@ -295,3 +295,82 @@ def test_single_policy_report_has_no_uplift_figure(tmp_path):
     assert "## Uplift" not in render_markdown(s)
     assert not math.isnan(s["aggregates"][0]["delta_sr"])
     assert np.isfinite(s["conditions"][0]["sr"])
+
+
+# ------------------------------------------------------------------------------- figures with little to show
+
+def test_no_failures_and_one_policy_leave_empty_figures_out_and_say_why(tmp_path):
+    recs = [record("base", "Lift", factor, level, ep, True) for factor, level in [("clean", 0), *SHIFTS]
+            for ep in range(4)]
+    s = build_summary(recs, n_resamples=200)
+    names = sorted(p.name for p in write_report(tmp_path, s))
+    assert names == ["report.md", "sr_heatmap.png", "summary.json"]
+    md = (tmp_path / "report.md").read_text()
+    assert "- `delta_sr.png` is left out: ΔSR is 0 with a zero-width interval in every condition" in md
+    assert "- `failure_depth.png` is left out: no episode failed." in md
+    assert "- `uplift.png` is left out: one policy only" in md
+
+
+def test_a_figure_that_becomes_empty_is_removed_on_the_next_report(tmp_path, summary):
+    write_report(tmp_path, summary)
+    assert (tmp_path / "uplift.png").exists()
+    write_report(tmp_path, build_summary([record("base", "Lift", "clean", 0, 0, True)], n_resamples=10))
+    assert not (tmp_path / "uplift.png").exists() and not (tmp_path / "failure_depth.png").exists()
+
+
+def test_failure_depth_legend_names_only_stages_that_failed_and_explains_all_reached():
+    from eval.report import ALL_REACHED_LABEL, _plot_failure_depth
+
+    recs = [record("base", "Lift", "clean", 0, 0, True), record("r2a", "Lift", "clean", 0, 0, True),
+            record("base", "Lift", "clean", 0, 1, False, reached=[True, True, True]),   # latched all, not held
+            record("base", "Lift", "clean", 0, 2, False, reached=[True, False, False])]
+    fig = _plot_failure_depth(build_summary(recs, n_resamples=10))
+    (ax,) = fig.axes  # r2a never failed: no empty panel for it
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert labels == ["stopped before 'grasped'", ALL_REACHED_LABEL]
+
+
+def test_delta_axis_is_not_blown_up_around_a_tiny_effect(summary):
+    from eval.report import _plot_delta_sr
+
+    fig = _plot_delta_sr(summary)
+    for ax in fig.axes:
+        low, high = ax.get_ylim()
+        assert low <= -0.1 and high >= 0.1
+
+
+def _uplift_table_rows(summary) -> list[str]:
+    table = render_markdown(summary).split("## Uplift")[1].split("\n## ")[0]
+    return [line for line in table.splitlines() if line.startswith(("| base |", "| r2a |"))]
+
+
+def test_uplift_table_shows_each_policy_pair_once(records, summary):
+    cells = len({(r["factor"], r["level"]) for r in summary["uplift"]})
+    rows = _uplift_table_rows(summary)                                       # base_policy "base": its baseline
+    assert len(rows) == cells and all(line.startswith("| base | r2a |") for line in rows)
+    rows = _uplift_table_rows(build_summary(records, n_resamples=100, config={"base_policy": "r2a"}))
+    assert len(rows) == cells and all(line.startswith("| r2a | base |") for line in rows)
+    rows = _uplift_table_rows(build_summary(records, n_resamples=100))        # none: the sorted order
+    assert len(rows) == cells and all(line.startswith("| base | r2a |") for line in rows)
+    assert len(summary["uplift"]) == 2 * cells                               # summary.json keeps both orders
+
+
+def test_errors_frames_and_provenance_sections(tmp_path):
+    prov = {"git": {"commit": "c" * 40, "dirty": True}, "versions": {"mujoco": "3.9.0"},
+            "machine": {"cpu": "CPU X", "cores": 2, "gpu": None}, "command": "r2a bench run ...",
+            "artifacts": {"builtin": {"base_checkpoint": {"path": "ckpt", "sha256": "d" * 64}}}}
+    recs = [record("p", "Lift", "clean", 0, 0, True, frames="frames/clean0.png"),
+            record("p", "Lift", "camera", 1, 0, False, frames="frames/cam.png", frame_steps=[0, 75, 149]),
+            record("p", "Lift", "camera", 1, 1, False, error="RuntimeError: boom | bad\nmore")]
+    s = build_summary(recs, n_resamples=10, provenance=prov)
+    assert s["provenance"] == prov
+    assert s["errors"] == [{"policy": "p", "task": "Lift", "factor": "camera", "level": 1, "episode": 1,
+                            "error": "RuntimeError: boom | bad\nmore"}]
+    assert s["failure_frames"] == [{"policy": "p", "task": "Lift", "factor": "camera", "level": 1, "episode": 0,
+                                    "error": None, "frames": "frames/cam.png", "frame_steps": [0, 75, 149],
+                                    "clean_frames": "frames/clean0.png", "clean_success": True}]
+    md = render_markdown(s)
+    assert ("| p | Lift | camera | 1 | 0 | ![failed](frames/cam.png) | ![clean twin](frames/clean0.png) | success |"
+            in md)
+    assert "| p | Lift | camera | 1 | 1 | RuntimeError: boom \\| bad more |" in md
+    assert f"- commit: {'c' * 40} (uncommitted changes)" in md and "sha256 dddddddddddddddd…" in md

@@ -5,8 +5,10 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -46,8 +48,11 @@ def test_every_job_is_recorded_once_with_a_clean_integrity_table(smoke_run):
     integrity = _summary(out)["integrity"]
     assert integrity["valid"] == 12 and integrity["missing"] == 0 and integrity["errors"] == 0
     assert integrity["hash_mismatch"] == 0 and integrity["seed_mismatch"] == 0
-    for path in ("report.md", "delta_sr.png", "sr_heatmap.png", "failure_depth.png", "uplift.png"):
+    for path in ("report.md", "sr_heatmap.png", "failure_depth.png", "uplift.png"):
         assert (out / path).stat().st_size > 0, path
+    # the expert's ΔSR is exactly 0 and expert_noisy is screened out: nothing to draw, and the report says so
+    assert not (out / "delta_sr.png").exists()
+    assert "`delta_sr.png` is left out: ΔSR is 0 with a zero-width interval" in (out / "report.md").read_text()
 
 
 def test_pairs_share_seeds_and_the_observation_only_fingerprint(smoke_run):
@@ -76,6 +81,99 @@ def test_resume_after_an_interruption_equals_the_uninterrupted_run(smoke_run, tm
     assert _records(part) == _records(full)
     assert _summary(part)["conditions"] == _summary(full)["conditions"]
     assert _summary(part)["uplift"] == _summary(full)["uplift"]
+
+
+def test_run_and_summary_record_provenance(smoke_run):
+    import importlib.metadata
+
+    _, out = smoke_run
+    pinned = json.loads((out / "run.json").read_text())
+    prov = pinned["provenance"]
+    for package, dist in (("robosuite", "robosuite"), ("mujoco", "mujoco"), ("torch", "torch"), ("numpy", "numpy"),
+                          ("faiss", "faiss-cpu"), ("torch_geometric", "torch-geometric")):
+        assert prov["versions"][package] == importlib.metadata.version(dist), package
+    assert set(prov["git"]) == {"commit", "dirty"} and set(prov["machine"]) >= {"cpu", "cores", "gpu"}
+    assert prov["machine"]["cores"] == os.cpu_count() and prov["command"] and prov["cwd"]
+    assert prov["artifacts"] == {"expert": {}, "expert_noisy:0.6": {}}  # the experts load no file
+    assert _summary(out)["provenance"] == prov
+    assert "## Provenance" in (out / "report.md").read_text()
+
+
+def _with_errored_record(full: Path, out: Path, key: tuple) -> dict:
+    """A copy of a finished run in which the record of ``key`` ended with an error; returns the true record."""
+    out.mkdir()
+    shutil.copy(full / "run.json", out / "run.json")
+    lines, true = [], None
+    for line in (full / RESULTS).read_text().splitlines():
+        rec = json.loads(line)
+        if (rec["policy"], rec["task"], rec["factor"], rec["level"], rec["episode"]) == key:
+            true = rec
+            rec = {k: v for k, v in rec.items() if k in ("schema", "schema_version", "policy", "task", "factor",
+                                                         "level", "episode", "env_seed", "policy_seed")}
+            rec.update(success=False, error="RuntimeError: the simulator blew up", traceback="Traceback ...")
+        lines.append(json.dumps(rec) + "\n")
+    (out / RESULTS).write_text("".join(lines))
+    return true
+
+
+def test_exit_status_counts_errors_and_a_resume_retries_only_errored_jobs(smoke_run, tmp_path, capsys):
+    from r2a.cli import main
+
+    _, full = smoke_run
+    out = tmp_path / "errored"
+    key = ("expert", "Lift", "camera", 1, 1)
+    _with_errored_record(full, out, key)
+    args = ["bench", "run", "--config", str(SMOKE), "--policy", "expert", "--policy", "expert_noisy:0.6",
+            "--out", str(out)]
+    assert main([*args, "--no-retry-errors"]) == 1  # nothing is run again: 11 of 12 valid
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert last.startswith("r2a bench run: 11 of 12 episodes valid — 1 errored (tracebacks: the 'traceback' "
+                           f"field of their records in {out / RESULTS}")
+    assert len((out / RESULTS).read_text().splitlines()) == 12
+    assert "## Errors" in (out / "report.md").read_text()
+    assert main(args) == 0  # --retry-errors is the default: only the errored job runs again
+    lines = (out / RESULTS).read_text().splitlines()
+    assert len(lines) == 13 and json.loads(lines[-1])["error"] is None
+    assert _records(out) == _records(full)
+    resumes = json.loads((out / "run.json").read_text())["provenance"]["resumes"]
+    assert len(resumes) == 1 and resumes[0]["pending_jobs"] == 1
+
+
+def test_resume_with_other_policy_files_is_refused(smoke_run, tmp_path):
+    config, full = smoke_run
+    out = tmp_path / "other-files"
+    out.mkdir()
+    pinned = json.loads((full / "run.json").read_text())
+    pinned["provenance"]["artifacts"]["expert"] = {"base_checkpoint": {"path": "ckpt", "sha256": "ab" * 32}}
+    (out / "run.json").write_text(json.dumps(pinned))
+    with pytest.raises(R2AInputError, match="policy 'expert' now loads another base_checkpoint"):
+        run_benchmark(config, ["expert", "expert_noisy:0.6"], out, progress=False)
+
+
+def test_failure_frames_are_saved_beside_their_clean_twins(tmp_path):
+    from eval.frames import MAX_SIDE, N_FRAMES
+
+    config = BenchConfig.from_dict({**BenchConfig.from_yaml(SMOKE).to_dict(), "factors": {"camera": [1]},
+                                    "episodes": 1, "save_trajectories": True})
+    out = tmp_path / "frames"
+    summary = run_benchmark(config, ["expert", "expert_noisy:0.6"], out, save_frames="failures", progress=False)
+    records = _records(out)
+    failed = records[("expert_noisy:0.6", "Lift", "camera", 1, 0)]
+    clean = records[("expert_noisy:0.6", "Lift", "clean", 0, 0)]
+    assert not failed["success"] and len(failed["frame_steps"]) == N_FRAMES
+    assert failed["frame_steps"][0] == 0 and failed["frame_steps"][-1] == failed["steps"] - 1
+    assert "frames" not in records[("expert", "Lift", "camera", 1, 0)]    # a success: no strip
+    assert "frames" in records[("expert", "Lift", "clean", 0, 0)]        # a clean run: a twin
+    for rec in (failed, clean):
+        png = (out / rec["frames"]).read_bytes()
+        assert png[:8] == b"\x89PNG\r\n\x1a\n"
+        width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
+        assert height == config.image_size <= MAX_SIDE and width == N_FRAMES * config.image_size + 2 * (N_FRAMES - 1)
+    row = next(r for r in summary["failure_frames"] if r["factor"] == "camera" and r["policy"] == "expert_noisy:0.6")
+    assert row["frames"] == failed["frames"] and row["clean_frames"] == clean["frames"]
+    report = (out / "report.md").read_text()
+    assert f"![failed]({failed['frames']})" in report and f"![clean twin]({clean['frames']})" in report
+    assert len(list((out / "trajectories").glob("*.npz"))) == 4                # brought back and written too
 
 
 def test_report_regenerates_from_results(smoke_run, tmp_path):
@@ -173,9 +271,101 @@ def test_kill_dash_9_loses_only_episodes_in_flight(smoke_run, tmp_path):
 
 
 @pytest.mark.slow
-def test_ray_executor_gives_the_same_records(smoke_run, tmp_path):
+def test_ray_executor_on_a_local_instance_gives_the_same_records(smoke_run, tmp_path, monkeypatch):
     pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")  # else Ray writes a token to ~/.ray (docs/architecture.md)
     config, full = smoke_run
     out = tmp_path / "ray"
     run_benchmark(config, ["expert", "expert_noisy:0.6"], out, workers=2, executor="ray", progress=False)
     assert _records(out) == _records(full)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster(tmp_path_factory):
+    """A real Ray cluster on this machine, started like a user would (``ray start --head --num-cpus 2``, on
+    loopback, every port chosen free), and stopped — only it — at the end: ``--block`` keeps ``ray start`` in
+    the foreground, and SIGTERM to it stops the processes it started. Yields its address and the workers'
+    artifact cache."""
+    pytest.importorskip("ray")
+    ray_cli = Path(sys.executable).with_name("ray")
+    temp = Path(tempfile.mkdtemp(prefix="r2a-ray-"))  # short: Ray's socket paths must fit in 107 bytes
+    cache = tmp_path_factory.mktemp("artifact-cache")
+    port = _free_port()
+    ports = [f"--{name}={_free_port()}" for name in ("dashboard-agent-listen-port", "dashboard-agent-grpc-port",
+                                                     "metrics-export-port", "runtime-env-agent-port")]
+    # token auth off on both sides: a ~/.ray/auth_token left by any earlier local Ray instance would switch the
+    # cluster to tokens, which a driver joining by address does not send (docs/architecture.md, "Platform notes")
+    env = {**os.environ, "R2A_ARTIFACT_CACHE": str(cache), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_AUTH_MODE": "disabled"}
+    env.pop("RAY_ADDRESS", None)
+    log_path = temp / "ray-start.log"
+    with open(log_path, "w") as log_file:
+        proc = subprocess.Popen([str(ray_cli), "start", "--head", "--block", "--num-cpus", "2", "--port", str(port),
+                                 "--node-ip-address", "127.0.0.1", "--include-dashboard=false",
+                                 "--disable-usage-stats", "--object-store-memory", str(200 << 20),
+                                 "--temp-dir", str(temp), *ports],
+                                stdout=log_file, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    driver_env = pytest.MonkeyPatch()
+    driver_env.setenv("RAY_AUTH_MODE", "disabled")
+    try:
+        while "Ray runtime started" not in log_path.read_text():  # no deadline: pytest's timeout guards a hang
+            assert proc.poll() is None, f"ray start failed:\n{log_path.read_text()}"
+            time.sleep(0.2)
+        yield f"127.0.0.1:{port}", cache
+    finally:
+        driver_env.undo()
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_smoke_run_through_a_real_ray_cluster_joined_by_address(smoke_run, ray_cluster, tmp_path, monkeypatch):
+    address, _ = ray_cluster
+    config, full = smoke_run
+    out = tmp_path / "cluster"
+    monkeypatch.setenv("RAY_ADDRESS", address)  # as after `ray start --head`: no num_cpus may be passed
+    run_benchmark(config, ["expert", "expert_noisy:0.6"], out, workers=1, executor="ray", progress=False)
+    assert _records(out) == _records(full)
+
+
+def test_a_checkpoint_reaches_the_cluster_through_the_object_store(ray_cluster, tmp_path, monkeypatch):
+    """The driver's checkpoint directory is deleted as soon as it has been shipped: the job succeeds only if the
+    worker built its policy from the copy unpacked into its own cache."""
+    import eval.ray_executor
+    from r2a.cli import main
+    from r2a.vla.policy import BUILTIN_CHECKPOINT
+    from r2a_core.provenance import sha256_dir
+
+    address, cache = ray_cluster
+    ckpt = tmp_path / "ckpt"
+    shutil.copytree(BUILTIN_CHECKPOINT, ckpt)
+    digest = sha256_dir(ckpt)
+    ship = eval.ray_executor.ship_artifacts
+
+    def ship_then_delete(*args, **kwargs):
+        shipped = ship(*args, **kwargs)
+        shutil.rmtree(ckpt)
+        return shipped
+
+    monkeypatch.setattr(eval.ray_executor, "ship_artifacts", ship_then_delete)
+    out = tmp_path / "builtin"
+    code = main(["bench", "run", "--config", str(SMOKE), "--set", "factors={}", "--set", "episodes=1",
+                 "--policy", f"builtin:{ckpt}", "--out", str(out), "--executor", "ray", "--ray-address", address])
+    (record,) = _records(out).values()
+    assert code == 0 and record["error"] is None and not ckpt.exists()
+    assert sha256_dir(cache / digest / "ckpt") == digest
+    artifacts = json.loads((out / "run.json").read_text())["provenance"]["artifacts"]
+    assert artifacts == {f"builtin:{ckpt}": {"base_checkpoint": {"path": str(ckpt), "sha256": digest}}}

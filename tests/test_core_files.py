@@ -73,3 +73,16 @@ def test_json_safe_values(tmp_path):
     assert to_json_safe(data) == {"nan": None, "inf": None, "arr": [0, 1], "t": [1, 2], "p": "x", "3": True}
     path = write_json_atomic(tmp_path / "s.json", data)
     assert json.loads(path.read_text())["nan"] is None
+
+
+def test_atomic_dir_files_are_readable_like_any_new_file(tmp_path):
+    import os
+    import stat
+
+    with atomic_dir(tmp_path / "ckpt") as tmp:
+        private = tmp / "weights.bin"
+        private.write_bytes(b"x")
+        private.chmod(0o600)  # what safetensors does
+    umask = os.umask(0o022)
+    os.umask(umask)
+    assert stat.S_IMODE((tmp_path / "ckpt" / "weights.bin").stat().st_mode) == 0o666 & ~umask

@@ -195,6 +195,25 @@ def test_relabel_expert_in_full_control_still_solves_the_task(idle_learner, tmp_
     assert all(ep.meta["dagger"]["learner_steps"] == 0 for ep in read_hdf5(out))
 
 
+def test_dagger_under_a_shift_records_the_shift_and_what_was_executed(idle_learner, tmp_path):
+    from demos.collect import CollectConfig, collect
+    from demos.hdf5_io import read_hdf5
+
+    out = tmp_path / "shifted.hdf5"
+    collect(CollectConfig(task="Lift", episodes=1, out=out, seed=7, cameras=(), shift="robot_init:2",
+                          executor=LearnerExecutor(idle_learner, 0.0)), progress=False)
+    clean = tmp_path / "clean.hdf5"
+    collect(CollectConfig(task="Lift", episodes=1, out=clean, seed=7, cameras=(),
+                          executor=LearnerExecutor(idle_learner, 0.0)), progress=False)
+    (episode,), (reference,) = read_hdf5(out), read_hdf5(clean)
+    assert episode.meta["shift"]["factor"] == "robot_init" and episode.meta["shift"]["seed"] == 7
+    assert np.linalg.norm(episode.ee_pos[0] - reference.ee_pos[0]) > 0.01  # the start pose really moved
+    executed = np.asarray(episode.meta["executed_actions"])
+    assert executed.shape == episode.actions.shape and np.abs(executed[:, :6]).max() == 0.0  # the idle learner's
+    with pytest.raises(R2AInputError, match="expected FACTOR:LEVEL"):
+        collect(CollectConfig(task="Lift", episodes=1, out=tmp_path / "x.hdf5", shift="robot_init"))
+
+
 def r2a(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "r2a.cli", *args], capture_output=True, text=True)
 

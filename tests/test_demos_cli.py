@@ -69,7 +69,7 @@ def test_info_on_bad_files(tmp_path):
 def test_top_level_help_and_unknown_group():
     assert r2a("--help").returncode == 0
     done = r2a("demoz")
-    assert done.returncode == 2 and "valid commands: demos, graph, policy, bench" in done.stderr
+    assert done.returncode == 2 and "valid commands: demos, graph, policy, serve, retriever, bench" in done.stderr
 
 
 def test_bad_perturbation_is_a_one_line_error_and_writes_nothing(tmp_path):
@@ -97,4 +97,23 @@ def test_rerender_replaces_only_the_chosen_camera(tmp_path):
 
     bad = r2a("demos", "rerender", str(source), "--cameras", "side", "--out", str(tmp_path / "bad.hdf5"))
     assert bad.returncode == 2 and "records cameras ['agentview', 'wrist']" in bad.stderr
+    assert not (tmp_path / "bad.hdf5").exists()
+
+
+def test_rerender_under_a_shift_changes_only_the_pictures(tmp_path):
+    source, out = tmp_path / "lift.hdf5", tmp_path / "light.hdf5"
+    done = r2a("demos", "collect", "--task", "Lift", "--episodes", "2", "--image-size", "32", "--out", str(source))
+    assert done.returncode == 0, done.stderr
+    done = r2a("demos", "rerender", str(source), "--shift", "light:3", "--seed", "5000", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    old, new = read_hdf5(source), read_hdf5(out)
+    for a, b, seed in zip(old, new, (5000, 5001)):
+        np.testing.assert_array_equal(b.actions, a.actions)
+        np.testing.assert_array_equal(b.sim_states, a.sim_states)
+        assert np.abs(b.images["agentview"].astype(int) - a.images["agentview"]).mean() > 3.0  # the light changed
+        assert b.meta["shift"]["factor"] == "light" and b.meta["shift"]["level"] == 3
+        assert b.meta["shift"]["seed"] == seed
+    assert new[0].meta["shift"]["params"] != new[1].meta["shift"]["params"]  # each episode its own draw
+    bad = r2a("demos", "rerender", str(source), "--shift", "robot_init:2", "--out", str(tmp_path / "bad.hdf5"))
+    assert bad.returncode == 2 and "changes the simulator state" in bad.stderr
     assert not (tmp_path / "bad.hdf5").exists()

@@ -168,3 +168,49 @@ def test_written_files_follow_the_umask(tmp_path):
     finally:
         os.umask(previous)
     assert path.stat().st_mode & 0o777 == 0o644
+
+
+# ---------------------------------------------------------------------------- robomimic compatibility
+
+OBS_KEYS = ("agentview_rgb", "eye_in_hand_rgb", "ee_pos", "ee_ori", "ee_quat", "gripper_states", "joint_states")
+
+
+def test_our_files_have_the_layout_robomimic_reads(tmp_path, episodes):
+    """What robomimic's SequenceDataset needs, checked with h5py (robomimic 0.3.0, utils/dataset.py): ``data``
+    with ``env_args``, per demo ``num_samples`` and ``actions``/``rewards``/``dones`` and ``obs/*`` of that
+    length, ``mask/<split>`` naming demos — and no ``next_obs``, which is why ``load_next_obs=False``."""
+    path = write_hdf5(tmp_path / "demos.hdf5", episodes, env_args={"env_name": "Lift"})
+    with h5py.File(path) as f:
+        assert json.loads(f["data"].attrs["env_args"])["env_name"] == "Lift"
+        for ep, name in zip(episodes, sorted(f["data"])):
+            demo = f["data"][name]
+            n = int(demo.attrs["num_samples"])
+            assert n == len(ep.actions) and "next_obs" not in demo
+            for key in ("actions", "rewards", "dones"):
+                assert demo[key].shape[0] == n, key
+            for key in OBS_KEYS:
+                assert demo["obs"][key].shape[0] == n, key
+        assert {n.decode() for n in f["mask/train"][()]} | {n.decode() for n in f["mask/valid"][()]} == set(f["data"])
+
+
+def test_robomimic_sequence_dataset_reads_our_file(tmp_path, episodes):
+    """robomimic's own reader, where it is installed (the Makefile installs it with --no-deps: its declared
+    torchvision would pull a CUDA torch; the reader needs only torch, h5py, tqdm and termcolor)."""
+    pytest.importorskip("robomimic")
+    import robomimic.utils.obs_utils as obs_utils
+    from robomimic.utils.dataset import SequenceDataset
+
+    path = write_hdf5(tmp_path / "demos.hdf5", episodes, env_args={"env_name": "Lift"})
+    low_dim = ["ee_pos", "ee_quat", "gripper_states", "joint_states"]
+    obs_utils.initialize_obs_utils_with_obs_specs({"obs": {"low_dim": low_dim, "rgb": ["agentview_rgb"]}})
+    dataset = SequenceDataset(hdf5_path=str(path), obs_keys=(*low_dim, "agentview_rgb"),
+                              dataset_keys=("actions", "rewards", "dones"), seq_length=4, load_next_obs=False,
+                              hdf5_cache_mode="low_dim", pad_seq_length=True)
+    assert len(dataset) == sum(len(ep) for ep in episodes)
+    item = dataset[0]
+    np.testing.assert_allclose(item["actions"], episodes[0].actions[:4], rtol=1e-6)
+    np.testing.assert_array_equal(item["obs"]["agentview_rgb"], episodes[0].images["agentview"][:4])
+    assert item["obs"]["ee_quat"].shape == (4, 4)
+    with pytest.raises(KeyError):  # robomimic's default expects next_obs, which LIBERO's layout lacks too
+        SequenceDataset(hdf5_path=str(path), obs_keys=tuple(low_dim), dataset_keys=("actions",),
+                        hdf5_cache_mode="low_dim")

@@ -154,3 +154,14 @@ def test_the_rollout_observer_sees_every_step_before_it_runs():
     assert [s.reply["note"] if s.reply else None for s in seen] == [1, None, None, 2, None, None, 3]
     np.testing.assert_allclose(seen[4].action, np.full(7, 0.2))
     assert all(s.obs["state/step"] == s.index for s in seen)
+
+
+def test_robosuite_import_warnings_are_not_printed():
+    """robosuite prints five warnings on import (a private macro file, robosuite_models, mink IK) in every
+    simulator process; r2a drops exactly those, and robosuite's logger still reports errors."""
+    code = ("import logging; from sim.envs.robosuite_env import _import_robosuite; _import_robosuite(); "
+            "logging.getLogger('robosuite_logs').error('a real robosuite error')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    (line,) = done.stderr.splitlines()
+    assert "a real robosuite error" in line

@@ -407,7 +407,7 @@ def test_time_limited_training_anneals_and_stops(tiny_checkpoint, tmp_path, monk
 
 
 def test_training_device_names_are_checked():
-    from r2a.vla.train import training_device
+    from r2a_core.devices import training_device
 
     assert training_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(R2AInputError, match="not a torch device"):

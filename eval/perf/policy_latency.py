@@ -22,6 +22,7 @@ import numpy as np
 
 from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
+from r2a_core.provenance import cpu_model
 from r2a_core.types import STATE_STEP
 
 log = logging.getLogger(__name__)
@@ -148,22 +149,10 @@ def _machine() -> dict[str, Any]:
         versions["torch"] = torch.__version__
     except ImportError:
         pass
-    return {"processor": platform.processor() or _cpu_model() or platform.machine(),
+    return {"processor": cpu_model() or platform.machine(),
             "machine": platform.machine(), "cpus": os.cpu_count(),
             "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
             "load_avg": list(os.getloadavg()), **versions}
-
-
-def _cpu_model() -> str | None:
-    """The CPU model from /proc/cpuinfo (``platform.processor()`` is empty on most Linux systems)."""
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        return None
-    return None
 
 
 def format_table(row: dict[str, Any]) -> str:

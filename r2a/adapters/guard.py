@@ -46,7 +46,14 @@ class GuardedPolicy:
 
     @property
     def metadata(self) -> dict[str, Any] | None:
+        """The inner policy's metadata, ``"artifacts"`` (what it loaded, r2a_core.provenance) included."""
         return getattr(self.inner, "metadata", None)
+
+    def close(self) -> None:
+        """Release what the inner policy holds (a server connection), if it has a ``close``."""
+        close = getattr(self.inner, "close", None)
+        if callable(close):
+            close()
 
     def reset(self) -> None:
         self.inner.reset()

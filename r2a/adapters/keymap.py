@@ -15,6 +15,13 @@ positions reconstructed from the normalized opening ``state/gripper``).
 Actions: when ``actions.model_dim`` is set the model's chunk must have that many columns (anything else is a
 configuration error); it is then sliced or zero-padded to our action dimension, the gripper sign optionally
 flipped (for models trained with +1 = open) and scaled.
+
+The proxy (``r2a serve --upstream``) also needs the other direction, for the keys it can recover:
+:meth:`KeyMap.unmap_obs` turns a model observation back into our keys — ``copy`` reversed, each ``state`` vector
+split into its sources by their known widths (:data:`STATE_WIDTHS`; one source of unknown width, e.g.
+``state/joint_pos``, takes the rest; derived keys are inverted: ``state/ee_axis_angle`` → ``state/ee_quat``,
+``state/gripper_fingers`` → ``state/gripper``), and with ``keep_unmapped`` every other key under its own name.
+Images are never recovered. :meth:`KeyMap.unmap_actions` is the inverse of :meth:`KeyMap.map_actions`.
 """
 
 from __future__ import annotations
@@ -28,8 +35,9 @@ import numpy as np
 
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
-from r2a_core.rotations import quat_to_axis_angle
-from r2a_core.types import PANDA_GRIPPER_MAX_OPENING, STATE_EE_QUAT, STATE_GRIPPER, ActionSpace
+from r2a_core.rotations import axis_angle_to_quat, quat_to_axis_angle
+from r2a_core.types import (PANDA_GRIPPER_MAX_OPENING, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP,
+                            ActionSpace, gripper_opening)
 from r2a_core.yaml_io import read_yaml_mapping
 
 #: format of configs/adapters/*.yaml this reader understands
@@ -52,6 +60,16 @@ DERIVED: dict[str, tuple[str, Callable[[Mapping[str, Any]], np.ndarray]]] = {
     "state/ee_axis_angle": (STATE_EE_QUAT, lambda obs: quat_to_axis_angle(np.asarray(obs[STATE_EE_QUAT]))),
     "state/gripper_fingers": (STATE_GRIPPER, _fingers),
 }
+
+
+#: derived key → (our key, the inverse function): how :meth:`KeyMap.unmap_obs` recovers our key from it
+INVERSE_DERIVED: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
+    "state/ee_axis_angle": (STATE_EE_QUAT, lambda v: axis_angle_to_quat(v.reshape(3))),
+    "state/gripper_fingers": (STATE_GRIPPER, lambda f: np.asarray(gripper_opening(f.reshape(2)))),
+}
+#: how many numbers each state key contributes to a concatenated model state (splitting it needs them)
+STATE_WIDTHS: dict[str, int] = {STATE_EE_POS: 3, STATE_EE_QUAT: 4, STATE_GRIPPER: 1, STATE_STEP: 1,
+                                "state/ee_axis_angle": 3, "state/gripper_fingers": 2}
 
 
 @dataclass(frozen=True)
@@ -116,6 +134,68 @@ class KeyMap:
         raise R2AInputError(f"{self.source}: observation has no key {needed}, needed for model key '{target}'; "
                             f"keys present: {', '.join(sorted(obs)) or 'none'}")
 
+    # ------------------------------------------------------------------------------- model keys → our keys
+    def source_of(self, key: str) -> str | None:
+        """Where :meth:`unmap_obs` finds our ``key`` in a model observation, in words (None: nowhere)."""
+        for model_key, src in self.copy.items():
+            if src == key or INVERSE_DERIVED.get(src, ("",))[0] == key:
+                return f"model key '{model_key}'" + ("" if src == key else f" ({src})")
+        for model_key, sources in self.state.items():
+            spans = _state_spans(sources)
+            for src in sources:
+                if (src == key or INVERSE_DERIVED.get(src, ("",))[0] == key) and src in spans:
+                    lo, hi = spans[src]
+                    where = f"[{lo}:{'' if hi is None else hi}]"
+                    return f"model key '{model_key}'{where}" + ("" if src == key else f" ({src})")
+        if self.keep_unmapped and key not in self._targets():
+            return f"model key '{key}' (kept unmapped)"
+        return None
+
+    def unmap_obs(self, model_obs: Mapping[str, Any]) -> dict[str, Any]:
+        """Our keys recovered from a model observation (the reverse of :meth:`map_obs`, images left out).
+
+        A key whose model key is absent is simply not in the result; a state vector whose length does not fit
+        its sources' widths raises :class:`R2AInputError` naming the model key. A key found directly wins over
+        one derived from another (``state/ee_quat`` over ``state/ee_axis_angle``)."""
+        found: list[tuple[str, Any]] = [(src, model_obs[k]) for k, src in self.copy.items() if k in model_obs]
+        for model_key, sources in self.state.items():
+            if model_key in model_obs:
+                found += self._split_state(model_key, sources, model_obs[model_key])
+        if self.keep_unmapped:
+            targets = self._targets()
+            found += [(k, v) for k, v in model_obs.items() if k not in targets]
+        out: dict[str, Any] = {}
+        for key, value in found:
+            if key not in INVERSE_DERIVED:
+                out.setdefault(key, value)
+        for key, value in found:
+            if key in INVERSE_DERIVED:
+                ours, inverse = INVERSE_DERIVED[key]
+                if ours not in out:
+                    out[ours] = inverse(np.asarray(value, np.float64))
+        return out
+
+    def _targets(self) -> set[str]:
+        return set(self.images) | set(self.state) | set(self.copy)
+
+    def _split_state(self, model_key: str, sources: tuple[str, ...], value: Any) -> list[tuple[str, Any]]:
+        vec = np.asarray(value, np.float64).reshape(-1)
+        known = sum(STATE_WIDTHS.get(s, 0) for s in sources)
+        open_ended = any(s not in STATE_WIDTHS for s in sources)
+        if len(vec) < known or (not open_ended and len(vec) != known):
+            widths = ", ".join(f"{s} ({STATE_WIDTHS.get(s, '?')})" for s in sources)
+            raise R2AInputError(f"{self.source}: model key '{model_key}' has {len(vec)} numbers, expected "
+                                f"{known}{' or more' if open_ended else ''}: {widths}")
+        out: list[tuple[str, Any]] = []
+        for src, (lo, hi) in _state_spans(sources).items():
+            part = vec[lo:hi]
+            if src == STATE_STEP:
+                out.append((src, int(round(float(part[0])))))
+            else:
+                out.append((src, part.reshape(()) if STATE_WIDTHS.get(src) == 1 else part))
+        return out
+
+    # ------------------------------------------------------------------------------------------- actions
     def map_actions(self, actions: Any, action_space: ActionSpace) -> np.ndarray:
         """The model's chunk (H, model_dim) or single action → our (H, action_space.dim) float32 chunk."""
         spec, dim = self.actions, action_space.dim
@@ -135,6 +215,32 @@ class KeyMap:
             chunk[:, list(action_space.gripper_dims)] *= -1.0
         return chunk * self._scale_vector(action_space)
 
+    def unmap_actions(self, actions: np.ndarray, action_space: ActionSpace,
+                      model_chunk: np.ndarray | None = None) -> np.ndarray:
+        """Our ``(n, action_space.dim)`` actions back in the model's format (the inverse of :meth:`map_actions`):
+        unscaled, the gripper flipped back, padded or sliced to ``actions.model_dim``. Model columns beyond our
+        dimension, which :meth:`map_actions` drops, are taken from ``model_chunk`` (the model's own chunk) row
+        for row where it has them, else 0."""
+        ours = np.asarray(actions, np.float64).reshape(-1, action_space.dim)
+        scale = self._scale_vector(action_space).astype(np.float64)
+        if (scale == 0).any():
+            raise R2AInputError(f"{self.source}: actions.scale has a zero factor; the mapping cannot be inverted")
+        out = ours / scale
+        if self.actions.flip_gripper:
+            out[:, list(action_space.gripper_dims)] *= -1.0
+        model_dim = self.actions.model_dim
+        if model_dim is not None and model_dim < action_space.dim:
+            out = out[:, :model_dim]
+        elif model_dim is not None and model_dim > action_space.dim:
+            tail = np.zeros((len(out), model_dim - action_space.dim))
+            if model_chunk is not None:
+                given = np.asarray(model_chunk, np.float64)
+                if given.ndim == 2 and given.shape[1] == model_dim:
+                    rows = min(len(given), len(out))
+                    tail[:rows] = given[:rows, action_space.dim:]
+            out = np.concatenate([out, tail], axis=1)
+        return out.astype(np.float32)
+
     def _scale_vector(self, action_space: ActionSpace) -> np.ndarray:
         scale = self.actions.scale
         if isinstance(scale, tuple):
@@ -145,6 +251,31 @@ class KeyMap:
         factors = np.full(action_space.dim, float(scale), dtype=np.float32)
         factors[list(action_space.gripper_dims)] = 1.0
         return factors
+
+
+def _state_spans(sources: tuple[str, ...]) -> dict[str, tuple[int, int | None]]:
+    """Where each source sits in the concatenated vector, as slice bounds: counted from the start for the
+    sources before the first one of unknown width, from the end (negative) for those after the last one; with
+    exactly one unknown, it takes what lies between. Sources between two unknowns have no fixed place."""
+    spans: dict[str, tuple[int, int | None]] = {}
+    start = 0
+    for src in sources:
+        if src not in STATE_WIDTHS:
+            break
+        spans[src] = (start, start + STATE_WIDTHS[src])
+        start += STATE_WIDTHS[src]
+    unknown = [s for s in sources if s not in STATE_WIDTHS]
+    if not unknown:
+        return spans
+    end = 0
+    for src in reversed(sources):
+        if src not in STATE_WIDTHS:
+            break
+        spans[src] = (end - STATE_WIDTHS[src], end or None)
+        end -= STATE_WIDTHS[src]
+    if len(unknown) == 1:
+        spans[unknown[0]] = (start, end or None)
+    return spans
 
 
 # ----------------------------------------------------------------------------------------------- images

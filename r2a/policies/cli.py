@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from demos.cli import add_expert_argument
+from r2a.serve.cli import add_serve_arguments, serve
 from r2a.vla.train_config import TrainConfig
 from r2a_core.types import CAMERAS
 
@@ -47,6 +48,10 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="also record the expert's own next N actions from every state, the chunk labels "
                              "(a camera-less simulator copy rolls the expert out; ~3x the collection time at 8; "
                              "0: off, train on the recorded future, which overshoots)")
+    dagger.add_argument("--shift", metavar="FACTOR:LEVEL", default=None,
+                        help="run every episode under a shift factor (e.g. background:2; episode i samples it with "
+                             "its own seed, so keep --seed below 100000 for training data): the learner sees the "
+                             "shifted scene, the expert labels from the simulator state")
     add_expert_argument(dagger)
     average = sub.add_parser("average", help="average the weights of built-in VLA checkpoints continued from one "
                                              "start (a model soup)")
@@ -55,10 +60,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="describe a built-in VLA checkpoint (JSON)")
     info.add_argument("checkpoint")
     sub.add_parser("list", help="list the registered policy names")
-    serve = sub.add_parser("serve", help="serve a policy with the openpi websocket protocol")
-    serve.add_argument("--policy", default="builtin", help="policy spec, e.g. builtin or builtin:path/to/ckpt")
-    serve.add_argument("--host", default="0.0.0.0")
-    serve.add_argument("--port", type=int, default=8000)
+    serve = sub.add_parser("serve", help="serve a policy with the openpi websocket protocol (the same command as "
+                                         "'r2a serve', proxy mode included)")
+    add_serve_arguments(serve)
     return parser
 
 
@@ -85,7 +89,8 @@ def _dagger(args: argparse.Namespace) -> int:
     executor = LearnerExecutor(args.policy, args.beta)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
-                                   executor=executor, lookahead=args.lookahead, expert=args.expert))
+                                   executor=executor, lookahead=args.lookahead, expert=args.expert,
+                                   shift=args.shift))
     print(json.dumps(result.to_dict()))
     return 0
 
@@ -120,14 +125,7 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from r2a.adapters.openpi_ws import PolicyServer
-    from r2a.policies.registry import make_policy
-
-    policy = make_policy(args.policy, sim=None, seed=0)
-    metadata = dict(getattr(policy, "metadata", None) or {"policy": args.policy})
-    log.info("serving %s on ws://%s:%d", args.policy, args.host, args.port)
-    PolicyServer(policy, host=args.host, port=args.port, metadata=metadata).serve_forever()
-    return 0
+    return serve(args)  # r2a serve: one implementation
 
 
 if __name__ == "__main__":

@@ -171,3 +171,43 @@ def _lerobot(ctx: PolicyContext) -> Policy:
     else:
         inner = LeRobotPolicy(arg, None, space)
     return GuardedPolicy(inner, space, name=f"lerobot:{arg}")
+
+
+# ------------------------------------------------------------------------------------------------- R2A
+
+def r2a_config_for(spec: str) -> Any:
+    """The R2A config an ``r2a``-family spec names: ``NAME``, ``NAME:CONFIG.yaml``,
+    ``NAME:CONFIG.yaml?section.field=value&...`` or ``NAME:?overrides`` (the ablation's overrides first)."""
+    from r2a.wrapper.build import load_r2a_config
+
+    name, arg = parse_policy_spec(spec)
+    if name not in R2A_ABLATIONS:
+        raise R2AInputError(f"'{spec}' is not an R2A policy; R2A policies: {', '.join(R2A_ABLATIONS)}")
+    path, _, query = (arg or "").partition("?")
+    return load_r2a_config(path or None, R2A_ABLATIONS[name][0] + [item for item in query.split("&") if item])
+
+
+def _r2a_with(ctx: PolicyContext, name: str, ablation: list[str]) -> Policy:
+    from r2a.wrapper.build import build_r2a
+
+    config = r2a_config_for(f"{name}:{ctx.arg}" if ctx.arg else name)
+    base = make_policy(config.base, ctx.sim, ctx.seed)
+    space = ctx.sim.action_space if ctx.sim is not None else getattr(base, "action_space", None)
+    return build_r2a(config, base, space)
+
+
+R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
+    "r2a": ([], "the base policy wrapped by R2A; 'r2a' (configs/r2a/builtin.yaml), 'r2a:CONFIG.yaml', options "
+                "'r2a:CONFIG.yaml?gate.translation=0.3&recovery.enabled=false'"),
+    "r2a-knn": (["retrieval.mode=knn"], "R2A with plain FAISS nearest neighbours instead of the GNN (ablation)"),
+    "r2a-nogate": (["gate.kind=replay"], "R2A replaying the reference instead of gating it (ablation)"),
+    "r2a-norecovery": (["recovery.enabled=false"], "R2A without start-pose recovery (ablation)"),
+}
+
+
+def _register_r2a(name: str, ablation: list[str], help_: str) -> None:
+    register_policy(name, help_)(lambda ctx: _r2a_with(ctx, name, ablation))
+
+
+for _name, (_ablation, _help) in R2A_ABLATIONS.items():
+    _register_r2a(_name, _ablation, _help)

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 from r2a_core.errors import R2AInputError
-from r2a_core.files import atomic_dir
+from r2a_core.files import atomic_dir, read_manifest_json
 from r2a.vla.model import VLANet, VLANetConfig
 
 FORMAT = "r2a.vla.checkpoint"
@@ -55,20 +55,7 @@ def save_checkpoint(ckpt: Checkpoint, out: str | Path) -> Path:
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:
-    path = Path(path)
-    file = path / MANIFEST
-    if not file.is_file():
-        raise R2AInputError(f"{path}: not a built-in VLA checkpoint (no {MANIFEST})")
-    try:
-        manifest = json.loads(file.read_text())
-    except json.JSONDecodeError as err:
-        raise R2AInputError(f"{file}: not valid JSON ({err})") from None
-    if manifest.get("format") != FORMAT:
-        raise R2AInputError(f"{file}: format is {manifest.get('format')!r}, expected {FORMAT!r}")
-    if manifest.get("version") != FORMAT_VERSION:
-        raise R2AInputError(f"{file}: checkpoint format version {manifest.get('version')!r} is not supported "
-                            f"(this r2a reads version {FORMAT_VERSION})")
-    return manifest
+    return read_manifest_json(path, MANIFEST, FORMAT, "version", (FORMAT_VERSION,), "a built-in VLA checkpoint")
 
 
 def load_checkpoint(path: str | Path) -> Checkpoint:

@@ -11,6 +11,7 @@ import torch
 
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
+from r2a_core.provenance import sha256_dir
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace, image_key
 from r2a.vla.checkpoint import MANIFEST, WEIGHTS, Checkpoint, load_checkpoint
 from r2a.vla.features import AUX_SCALE, proprio_vector, time_feature
@@ -44,7 +45,9 @@ class BuiltinVLAPolicy:
                          "action_modes": self.config.action_modes,
                          "n_action_steps": self.n_action_steps, "temporal_ensemble": temporal_ensemble,
                          "action_space": ckpt.action_space, "cameras": list(self.config.cameras),
-                         "image_size": self.config.image_size}
+                         "image_size": self.config.image_size,
+                         "artifacts": {"base_checkpoint": {"path": str(self.path),
+                                                           "sha256": _checkpoint_digest(self.path)}}}
         if threads:
             torch.set_num_threads(threads)
         self._steps = 0
@@ -86,6 +89,22 @@ class BuiltinVLAPolicy:
         weights = np.exp(-self.temporal_ensemble * np.arange(len(predictions)))
         return (weights[:, None] * predictions).sum(0) / weights.sum()
 
+    def predict_batch(self, observations: list[dict[str, Any]]) -> np.ndarray:
+        """The executed (best-scored) chunk for each of many observations at once, ``(n, chunk, A)``.
+
+        For offline work on recorded frames (retriever training, offline error measurements): one forward pass
+        per batch instead of one per frame; each observation's own ``state/step`` is its elapsed time.
+        """
+        if not observations:
+            return np.zeros((0, self.config.chunk, self.action_space.dim), np.float32)
+        parts = [self._inputs(obs, int(obs.get(STATE_STEP, 0))) for obs in observations]
+        images = {cam: torch.cat([p[0][cam] for p in parts]) for cam in self.config.cameras}
+        stacked = [torch.cat([p[i] for p in parts]) for i in (1, 2, 3)]
+        with torch.inference_mode():
+            chunks, scores, _ = self.model.hypotheses(images, *stacked)
+        best = chunks[torch.arange(len(chunks)), scores.argmax(dim=1)].numpy()
+        return self.action_space.clip(best * self.stats["action_std"] + self.stats["action_mean"])
+
     def _inputs(self, obs: dict[str, Any], step: int) -> tuple:
         images = {cam: _image_tensor(_require(obs, image_key(cam)), self.config.image_size)
                   for cam in self.config.cameras}
@@ -99,13 +118,28 @@ class BuiltinVLAPolicy:
 
 def _frozen_checkpoint(path: Path) -> Checkpoint:
     """The benchmark builds a policy per episode; the frozen weights are read once per process and file version."""
-    stamps = tuple((path / name).stat().st_mtime_ns if (path / name).exists() else 0 for name in (MANIFEST, WEIGHTS))
-    return _load_cached(str(path.resolve()), stamps)
+    return _load_cached(str(path.resolve()), _stamps(path))
+
+
+def _stamps(path: Path) -> tuple[int, int]:
+    """Modification times of the checkpoint's files: a rewritten checkpoint is read (and hashed) again."""
+    return tuple(  # type: ignore[return-value]
+        (path / name).stat().st_mtime_ns if (path / name).exists() else 0 for name in (MANIFEST, WEIGHTS))
 
 
 @lru_cache(maxsize=4)
 def _load_cached(path: str, stamps: tuple[int, int]) -> Checkpoint:
     return load_checkpoint(path)
+
+
+def _checkpoint_digest(path: Path) -> str:
+    """sha256 of the checkpoint directory (r2a_core.provenance.sha256_dir), hashed once per file version."""
+    return _digest_cached(str(path.resolve()), _stamps(path))
+
+
+@lru_cache(maxsize=4)
+def _digest_cached(path: str, stamps: tuple[int, int]) -> str:
+    return sha256_dir(path)
 
 
 def _require(obs: dict[str, Any], key: str) -> Any:

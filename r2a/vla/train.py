@@ -18,6 +18,7 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
+from r2a_core.devices import training_device
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
@@ -192,19 +193,6 @@ def _stored_prompts(config: TrainConfig) -> dict[str, np.ndarray]:
         if path:
             stored.update({p: np.asarray(v, np.float32) for p, v in read_manifest(path)["prompts"].items()})
     return stored
-
-
-def training_device(name: str) -> torch.device:
-    """``auto`` → the first CUDA device when torch sees one, else the CPU; anything else as torch spells it."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError as err:
-        raise R2AInputError(f"device {name!r} is not a torch device ({err})") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise R2AInputError(f"device {name!r}: this torch ({torch.__version__}) sees no CUDA device")
-    return device
 
 
 def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | Path,

@@ -56,8 +56,30 @@ class SimConfig:
             raise R2AInputError(f"image_size={self.image_size}: expected 8..1024 pixels")
 
 
+#: robosuite's import-time warnings that concern nothing r2a uses (a private macro file, robots from
+#: robosuite_models, the GR1 robot's IK): dropped, so that every simulator process does not print them again
+_IMPORT_NOISE = ("No private macro file found", "It is recommended to use a private macro file",
+                 "To setup, run: python", "Could not import robosuite_models", "Could not load the mink-based")
+
+
+class _DropImportNoise(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if str(record.msg).startswith(_IMPORT_NOISE):
+            log.debug("robosuite (filtered): %s", record.getMessage())
+            return False
+        return True
+
+
+def quiet_robosuite_logs() -> None:
+    """Install the filter on robosuite's logger (before robosuite is imported; installing it twice is harmless)."""
+    logger = logging.getLogger("robosuite_logs")
+    if not any(isinstance(f, _DropImportNoise) for f in logger.filters):
+        logger.addFilter(_DropImportNoise())
+
+
 def _import_robosuite():
     configure_headless_gl()
+    quiet_robosuite_logs()
     try:
         import robosuite
         from robosuite import macros

@@ -1,0 +1,96 @@
+"""Failure frames: a small strip of what the policy saw across an episode, so a reader of the report can see how
+it failed next to its clean twin (``r2a bench run --save-frames failures``; RoboCasa-Shift's Fig. 7 style).
+
+:class:`FrameStrip` is a :func:`demos.rollout.run_episode` observer: it keeps every ``stride``-th agentview frame
+the policy saw (shift included), downscaled to at most :data:`MAX_SIDE` pixels, and at the end picks
+:data:`N_FRAMES` evenly spaced ones, the last one seen included, as one PNG row. A strip is at most
+``N_FRAMES × MAX_SIDE`` by ``MAX_SIDE`` pixels (≈ 100 KB), and the episode holds at most ``4 × N_FRAMES + 1``
+small frames in memory.
+"""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+import numpy as np
+
+from r2a_core.images import resize_image
+from r2a_core.types import image_key
+
+#: frames per strip
+N_FRAMES = 8
+#: the longest side of one frame in the strip, in pixels
+MAX_SIDE = 128
+#: the camera shown (the third-person view; the wrist view rarely shows how a grasp went wrong)
+CAMERA = "agentview"
+_GAP = 2
+
+
+class FrameStrip:
+    """Observer collecting frames of one episode; :meth:`png` encodes the strip, :attr:`steps` says which."""
+
+    def __init__(self, n_frames: int = N_FRAMES, max_side: int = MAX_SIDE, camera: str = CAMERA) -> None:
+        self.n_frames, self.max_side, self.key = int(n_frames), int(max_side), image_key(camera)
+        self._frames: list[tuple[int, np.ndarray]] = []
+        self._last: tuple[int, np.ndarray] | None = None
+        self._stride: int | None = None
+
+    def __call__(self, step: Any) -> None:
+        image = step.obs.get(self.key)
+        if image is None:
+            return
+        if self._stride is None:  # the horizon is known once the episode runs
+            self._stride = max(1, int(getattr(step.sim, "horizon", 4 * self.n_frames)) // (4 * self.n_frames))
+        if step.index % self._stride == 0:
+            self._frames.append((step.index, self._small(image)))
+            self._last = None
+        else:
+            self._last = (step.index, image)
+
+    @property
+    def count(self) -> int:
+        return len(self._frames) + (self._last is not None)
+
+    def _kept(self) -> list[tuple[int, np.ndarray]]:
+        frames = list(self._frames)
+        if self._last is not None:
+            frames.append((self._last[0], self._small(self._last[1])))
+        if len(frames) <= self.n_frames:
+            return frames
+        picks = np.unique(np.linspace(0, len(frames) - 1, self.n_frames).round().astype(int))
+        return [frames[i] for i in picks]
+
+    @property
+    def steps(self) -> list[int]:
+        """The control steps the strip's frames show, left to right."""
+        return [index for index, _ in self._kept()]
+
+    def png(self) -> bytes:
+        """The strip as PNG bytes (white gaps between frames)."""
+        frames = [image for _, image in self._kept()]
+        if not frames:
+            raise ValueError("no frames were observed")
+        h = max(f.shape[0] for f in frames)
+        strip = np.full((h, sum(f.shape[1] for f in frames) + _GAP * (len(frames) - 1), 3), 255, np.uint8)
+        x = 0
+        for frame in frames:
+            strip[: frame.shape[0], x: x + frame.shape[1]] = frame
+            x += frame.shape[1] + _GAP
+        return encode_png(strip)
+
+    def _small(self, image: np.ndarray) -> np.ndarray:
+        image = np.asarray(image)
+        h, w = image.shape[:2]
+        scale = min(1.0, self.max_side / max(h, w))
+        size = (max(1, round(h * scale)), max(1, round(w * scale)))
+        return np.ascontiguousarray(resize_image(image, size)[..., :3]).astype(np.uint8)
+
+
+def encode_png(image: np.ndarray) -> bytes:
+    """An ``(H, W, 3)`` uint8 image as PNG bytes (matplotlib's writer: Pillow, a matplotlib dependency)."""
+    from matplotlib.image import imsave
+
+    buffer = io.BytesIO()
+    imsave(buffer, np.asarray(image, np.uint8), format="png")
+    return buffer.getvalue()

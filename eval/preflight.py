@@ -1,0 +1,71 @@
+"""What a benchmark run checks before its first episode, so that a mistake costs seconds and writes nothing:
+every policy is built (or connected to) once, and the optional packages the run will need are importable.
+
+A policy that cannot be built is a one-line :class:`R2AInputError` naming its spec (``r2a bench run`` exits
+with code 2); the files the built policy loaded (``metadata["artifacts"]``, r2a_core.provenance) are returned,
+for the run's provenance and for the workers, which must load the same ones.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from typing import Any, Sequence
+
+from eval.bench_config import BenchConfig
+from r2a_core.errors import R2AInputError
+from r2a_core.provenance import policy_artifacts
+
+log = logging.getLogger(__name__)
+
+#: module → (the flag that needs it, the extra that installs it)
+OPTIONAL = {"ray": ("--executor ray", "ray"), "wandb": ("--wandb", "wandb")}
+
+
+def require_module(name: str) -> Any:
+    """Import an optional dependency of a flag, or fail with the ``pip install`` line that brings it."""
+    flag, extra = OPTIONAL[name]
+    try:
+        return importlib.import_module(name)
+    except ImportError:
+        raise R2AInputError(f"{flag} needs {name}, which is not installed: pip install 'r2a[{extra}]'") from None
+
+
+def build_policies(specs: Sequence[str], config: BenchConfig) -> dict[str, dict[str, dict[str, str]]]:
+    """Build every policy once, for the config's first task; return spec → the artifacts it loaded.
+
+    The policies get a camera-less simulator (the scripted experts bind to one); a server policy connects, so a
+    server that is down fails here. Each policy is closed again (its connection released) right after.
+    """
+    from r2a.policies import make_policy
+
+    loaded = {}
+    sim = _probe_sim(config)
+    try:
+        for spec in specs:
+            try:
+                policy = make_policy(spec, sim, config.seed)
+            except Exception as err:  # noqa: BLE001 - whatever breaks, the user gets one line naming the spec
+                raise R2AInputError(f"policy '{spec}' cannot be used: {_one_line(err)}") from None
+            loaded[spec] = policy_artifacts(policy)
+            close = getattr(policy, "close", None)
+            if callable(close):
+                close()
+            log.info("policy %s: built%s", spec, "".join(f"; {role} {entry.get('sha256', '')[:12]}"
+                                                         for role, entry in loaded[spec].items()))
+    finally:
+        sim.close()
+    return loaded
+
+
+def _probe_sim(config: BenchConfig):
+    from sim.envs.robosuite_env import SimConfig, SimEnv
+
+    return SimEnv(SimConfig(task=config.tasks[0], cameras=(), image_size=config.image_size))
+
+
+def _one_line(err: Exception) -> str:
+    """The error on one line: a multi-line message (a server's traceback) by its first and last lines."""
+    lines = [" ".join(line.split()) for line in str(err).splitlines() if line.strip()] or ["(no message)"]
+    text = lines[0] if len(lines) == 1 else f"{lines[0]} … {lines[-1]}"
+    return text if isinstance(err, R2AInputError) else f"{type(err).__name__}: {text}"

@@ -1,0 +1,92 @@
+"""``r2a retriever``: train the GNN retriever, inspect a checkpoint, measure whether its reference can help."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from r2a.retrieval.config import RetrieverTrainConfig
+
+
+def build_parser(prog: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    train = sub.add_parser("train", help="train the retriever on held-out demonstrations (resumes in --out)",
+                           formatter_class=argparse.RawDescriptionHelpFormatter,
+                           epilog="config fields (--set SECTION.FIELD=VALUE):\n" + RetrieverTrainConfig.help_text() + "\n")
+    train.add_argument("--config", default=None, metavar="YAML", help="e.g. configs/retriever/default.yaml")
+    train.add_argument("--graph", required=True, type=Path, metavar="DIR", help="the motion graph (r2a graph build)")
+    train.add_argument("--demos", nargs="+", required=True, metavar="FILE",
+                       help="held-out demonstrations with images (not in the graph), clean and re-rendered under "
+                            "training-split shifts (r2a demos rerender --shift F:L --seed S)")
+    train.add_argument("--out", required=True, type=Path, metavar="DIR", help="checkpoint directory")
+    train.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                       help="override a config field (value parsed as YAML); repeatable")
+    train.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
+                       help="log the losses to Weights & Biases")
+    info = sub.add_parser("info", help="print a retriever checkpoint's manifest summary as JSON")
+    info.add_argument("dir", type=Path)
+    ev = sub.add_parser("evaluate", help="offline: errors of the base chunk, the GNN and kNN references and "
+                                         "constant blends against the expert, per condition",
+                        description="Needs no gate: on held-out demo frames (clean or re-rendered under a "
+                                    "shift) and on states the base reached driving (r2a policy dagger --beta 0 "
+                                    "--lookahead 8 [--shift ...]), compare each chunk with the expert's actions.")
+    ev.add_argument("--config", default=None, metavar="YAML", help="R2A config (default configs/r2a/builtin.yaml)")
+    ev.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
+                    help="override an R2A config field; repeatable")
+    ev.add_argument("--demos", nargs="*", default=[], metavar="FILE", help="held-out demonstration files")
+    ev.add_argument("--dagger", nargs="*", default=[], metavar="FILE", help="DAgger files with lookahead labels")
+    ev.add_argument("--frame-stride", type=int, default=2, help="every n-th frame (default 2)")
+    ev.add_argument("--out", type=Path, required=True, metavar="JSON", help="rows as JSON (a .md table beside it)")
+    return parser
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.command == "train":
+        from r2a.retrieval.train import train_retriever
+
+        config = RetrieverTrainConfig.from_yaml(args.config, args.overrides)
+        summary = train_retriever(config, args.graph, args.demos, args.out, wandb_mode=args.wandb)
+        print(json.dumps(summary, indent=1))
+        return 0
+    if args.command == "info":
+        from r2a.retrieval.checkpoint import read_manifest
+
+        m = read_manifest(args.dir)
+        print(json.dumps({k: m[k] for k in ("format", "version", "net", "layout", "settings", "executed_steps",
+                                             "graph", "thresholds")} | {"final": (m.get("history") or [{}])[-1],
+                                                                        "provenance": m.get("provenance")},
+                         indent=1))
+        return 0
+    return _evaluate(args)
+
+
+def _evaluate(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from demos.dataset import load_episodes
+    from r2a.policies import make_policy
+    from r2a.retrieval.offline import evaluate_episodes, markdown_table, summarize
+    from r2a.wrapper.build import build_r2a, load_r2a_config
+    from r2a_core.errors import R2AInputError
+    from r2a_core.files import write_json_atomic, write_text_atomic
+
+    if not args.demos and not args.dagger:
+        raise R2AInputError("give --demos and/or --dagger files to evaluate on")
+    config = load_r2a_config(args.config, args.overrides)
+    base = make_policy(config.base, None, 0)
+    gnn = build_r2a(replace(config, recovery=replace(config.recovery, enabled=False)), base)
+    knn = build_r2a(replace(config, retrieval=replace(config.retrieval, mode="knn"),
+                            recovery=replace(config.recovery, enabled=False)), base)
+    episodes = [("demo", ep) for p in args.demos for ep in load_episodes(p) if ep.success]
+    episodes += [("dagger", ep) for p in args.dagger for ep in load_episodes(p)]
+    errors = evaluate_episodes(episodes, base, gnn.parts.retriever, knn.parts.retriever, gnn.action_space,
+                               config.executed_steps, config.conversion, args.frame_stride)
+    rows = summarize(errors)
+    write_json_atomic(args.out, {"config": config.to_dict(), "demos": [str(p) for p in args.demos],
+                                 "dagger": [str(p) for p in args.dagger], "rows": rows})
+    table = markdown_table(rows)
+    write_text_atomic(Path(args.out).with_suffix(".md"), table)
+    print(table, end="")
+    return 0

@@ -1,0 +1,218 @@
+"""Localize the ongoing execution in the motion graph and say which primitives should come next.
+
+One call per executed chunk (:meth:`Retriever.retrieve`): the kinematic key of the current pose seeds a FAISS
+search; a bounded k-hop subgraph around the seeds is the candidate set; the query-conditioned GNN scores every
+candidate (``mode="gnn"``) — or, as the ablation, the candidates are ranked by key distance alone
+(``mode="knn"``, plain nearest neighbours); the top K become softmax weights. The instruction, when it is one of
+the graph's, restricts candidates to that task (a paraphrased one leaves all tasks in).
+"""
+
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import numpy as np
+
+from graph_builder.motion_graph import MotionGraph
+from r2a.retrieval.config import RetrievalSettings
+from r2a.retrieval.features import QueryLayout, edge_features, node_features, query_vector
+from r2a.retrieval.history import HistoryWindow
+from r2a.retrieval.motion import ResponseModel
+from r2a.retrieval.subgraph import Neighbourhoods, Subgraph
+from r2a_core.errors import R2AInputError
+
+
+@dataclass
+class Retrieval:
+    """What one retrieval found, with the confidence signals the gate and the fallbacks read."""
+
+    nodes: np.ndarray  # (K,) global node ids, best first
+    weights: np.ndarray  # (K,) softmax weights
+    progress: float  # p̂ in [0, 1]
+    seed_distance: float  # key-space distance of the nearest seed
+    entropy: float  # of the weights over all candidates, normalized to [0, 1]
+    top_weight: float  # largest weight over all candidates
+    candidates: int
+    implied: np.ndarray  # (chunk_steps, 3) displacement the base chunk implies
+    query: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0))
+
+    def summary(self) -> dict[str, Any]:
+        return {"nodes": self.nodes.tolist(), "weights": np.round(self.weights, 4).tolist(),
+                "progress": round(float(self.progress), 4), "seed_distance": round(float(self.seed_distance), 4),
+                "entropy": round(float(self.entropy), 4), "top_weight": round(float(self.top_weight), 4),
+                "candidates": int(self.candidates)}
+
+
+@dataclass
+class Candidates:
+    """One query's candidate subgraph with its features (the GNN's input, also built for training)."""
+
+    subgraph: Subgraph
+    x: np.ndarray  # (n, NODE_FEATURE_DIM)
+    edge_attr: np.ndarray  # (e, EDGE_FEATURE_DIM)
+    query: np.ndarray  # (Dq,)
+    implied: np.ndarray
+    seed_distance: float
+    key_distance: np.ndarray  # (n,) distance of each candidate's key to the query key
+
+
+class Retriever:
+    """Graph + (optional) GNN + settings: ``retrieve(chunk, window, prompt, phase)`` → :class:`Retrieval`."""
+
+    def __init__(self, graph: MotionGraph, response: ResponseModel, settings: RetrievalSettings,
+                 layout: QueryLayout, net: Any = None, executed_steps: int = 8) -> None:
+        self.graph, self.response, self.settings, self.layout = graph, response, settings, layout
+        self.net, self.executed_steps = net, executed_steps
+        self.arrays = graph.arrays
+        self.neighbourhoods = Neighbourhoods(self.arrays["edge_index"], graph.num_nodes)
+        self._task_of_prompt = {text: graph.tasks[task] for text, task in _instruction_tasks(graph).items()}
+        self._node_task = self.arrays["node_task"]
+        self._task_nodes: dict[int, np.ndarray] = {}
+        #: stage → seconds of the last query, filled only while profiling (``r2a bench perf retrieval``)
+        self.stage_times: dict[str, float] | None = None
+        lengths = self.arrays["demo_length"].astype(np.float64)
+        self._median_length = {name: float(info["median_length"]) for name, info in graph.manifest["per_task"].items()}
+        self._pooled_length = float(np.median(lengths)) if len(lengths) else 1.0
+
+    # ------------------------------------------------------------------------------------------ queries
+    def task_of(self, prompt: str | None) -> str | None:
+        """The graph task whose instruction is exactly ``prompt``, else None (paraphrases, unknown tasks)."""
+        return self._task_of_prompt.get(prompt) if prompt is not None else None
+
+    def phase_for(self, step: int, prompt: str | None) -> float:
+        """Elapsed steps over the (task's) median demo length, clipped to [0, 1]: the seed key's phase."""
+        task = self.task_of(prompt) if self.settings.match_task else None
+        length = self._median_length.get(task, self._pooled_length) if task else self._pooled_length
+        return float(np.clip(step / max(length - 1.0, 1.0), 0.0, 1.0))
+
+    def task_id(self, prompt: str | None) -> int | None:
+        """Index of the graph task that restricts the candidates for ``prompt`` (None: every task)."""
+        task = self.task_of(prompt) if self.settings.match_task else None
+        return self.graph.tasks.index(task) if task is not None else None
+
+    def candidates(self, chunk: np.ndarray, window: HistoryWindow, prompt: str | None, phase: float,
+                   step: int) -> Candidates:
+        """Seeds, the bounded subgraph and every feature of one query (no network involved)."""
+        with self._stage("query"):
+            query, implied = query_vector(chunk, window, self.response, self.layout, step)
+        return self.candidates_for(query, implied, window.now_pos, window.now_quat, window.now_gripper, phase,
+                                   self.task_id(prompt))
+
+    def candidates_for(self, query: np.ndarray, implied: np.ndarray, now_pos: np.ndarray, now_quat: np.ndarray,
+                       now_gripper: float, phase: float, task_id: int | None) -> Candidates:
+        """:meth:`candidates` from an already encoded query (training re-uses stored queries)."""
+        s = self.settings
+        with self._stage("seeds"):
+            key = self.graph.make_key(now_pos, now_quat, now_gripper, phase)[0]
+            seeds, seed_dist = self._seeds(key, task_id)
+        with self._stage("subgraph"):
+            sub = self.neighbourhoods.extract(seeds, self.arrays["node_key"], key, s.hops, s.max_nodes)
+            if task_id is not None:
+                sub = _restrict(sub, self._node_task[sub.nodes] == task_id)
+        with self._stage("features"):
+            x = node_features(self.arrays, sub.nodes, key, now_pos, now_quat, now_gripper, phase, implied,
+                              self.executed_steps)
+            key_distance = np.linalg.norm(self.arrays["node_key"][sub.nodes] - key, axis=1)
+            edge_attr = edge_features(self.arrays, sub.edge_ids)
+        return Candidates(subgraph=sub, x=x, edge_attr=edge_attr, query=query, implied=implied,
+                          seed_distance=seed_dist, key_distance=key_distance)
+
+    @contextmanager
+    def _stage(self, name: str) -> Iterator[None]:
+        if self.stage_times is None:
+            yield
+            return
+        start = time.perf_counter()
+        yield
+        self.stage_times[name] = self.stage_times.get(name, 0.0) + time.perf_counter() - start
+
+    def _seeds(self, key: np.ndarray, task_id: int | None) -> tuple[np.ndarray, float]:
+        """The ``seeds`` nearest nodes (of ``task_id``'s nodes only, when given) and the nearest one's distance."""
+        k = self.settings.seeds
+        search_k = k if task_id is None else min(self.graph.num_nodes, 8 * k)
+        dist, ids = self.graph.search(key[None], search_k)
+        dist, ids = dist[0], ids[0]
+        ok = ids >= 0
+        if task_id is not None:
+            ok &= self._node_task[np.maximum(ids, 0)] == task_id
+            if ok.sum() < k:  # far from that task's nodes: search among them exactly
+                return self._task_seeds(key, task_id)
+        dist, ids = dist[ok][:k], ids[ok][:k]
+        if len(ids) == 0:
+            raise R2AInputError("the graph returned no seed nodes (is it empty?)")
+        return ids, float(dist[0])
+
+    def _task_seeds(self, key: np.ndarray, task_id: int) -> tuple[np.ndarray, float]:
+        nodes = self._task_nodes.get(task_id)
+        if nodes is None:
+            nodes = self._task_nodes[task_id] = np.flatnonzero(self._node_task == task_id)
+        d = np.linalg.norm(self.arrays["node_key"][nodes] - key, axis=1)
+        order = np.argsort(d, kind="stable")[: self.settings.seeds]
+        return nodes[order], float(d[order[0]])
+
+    def retrieve(self, chunk: np.ndarray, window: HistoryWindow, prompt: str | None, phase: float,
+                 step: int) -> Retrieval:
+        cand = self.candidates(chunk, window, prompt, phase, step)
+        if self.settings.mode == "knn":
+            scores = -cand.key_distance / max(float(np.median(cand.key_distance)), 1e-6)
+            top = cand.subgraph.nodes[np.argsort(-scores, kind="stable")[: self.settings.top_k]]
+            progress = float(np.mean(self.arrays["node_phase"][top]))
+            return self._pick(cand, scores, progress, uniform=True)
+        if self.net is None:
+            raise R2AInputError("retrieval mode 'gnn' needs a trained retriever checkpoint (or use mode 'knn')")
+        with self._stage("gnn"):
+            scores, progress = self._score(cand)
+        return self._pick(cand, scores, progress, uniform=False)
+
+    def _score(self, cand: Candidates) -> tuple[np.ndarray, float]:
+        import torch
+
+        sub = cand.subgraph
+        with torch.inference_mode():
+            scores, progress = self.net(torch.from_numpy(cand.query[None]), torch.from_numpy(cand.x),
+                                        torch.from_numpy(sub.edge_index), torch.from_numpy(cand.edge_attr),
+                                        torch.zeros(len(sub.nodes), dtype=torch.long))
+        return scores.numpy().astype(np.float64), float(progress[0])
+
+    def _pick(self, cand: Candidates, scores: np.ndarray, progress: float, uniform: bool) -> Retrieval:
+        s = self.settings
+        nodes = cand.subgraph.nodes
+        all_w = _softmax(scores / s.temperature)
+        order = np.argsort(-scores, kind="stable")[: s.top_k]
+        weights = np.full(len(order), 1.0 / len(order)) if uniform else _softmax(scores[order] / s.temperature)
+        n = len(nodes)
+        entropy = float(-(all_w * np.log(np.maximum(all_w, 1e-12))).sum() / np.log(n)) if n > 1 else 0.0
+        return Retrieval(nodes=nodes[order], weights=weights, progress=float(np.clip(progress, 0.0, 1.0)),
+                         seed_distance=cand.seed_distance, entropy=entropy, top_weight=float(all_w.max()),
+                         candidates=n, implied=cand.implied, query=cand.query)
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - np.max(x))
+    return e / e.sum()
+
+
+def _restrict(sub: Subgraph, keep: np.ndarray) -> Subgraph:
+    """The subgraph on the nodes where ``keep`` (seeds stay first); edges to dropped nodes go too."""
+    if keep.all():
+        return sub
+    new_id = np.cumsum(keep) - 1
+    edge_ok = keep[sub.edge_index[0]] & keep[sub.edge_index[1]]
+    edge_index = new_id[sub.edge_index[:, edge_ok]]
+    return Subgraph(nodes=sub.nodes[keep], edge_index=edge_index, edge_ids=sub.edge_ids[edge_ok],
+                    seeds=int(keep[: sub.seeds].sum()))
+
+
+def _instruction_tasks(graph: MotionGraph) -> dict[str, int]:
+    """Instruction text → task id, for instructions that belong to exactly one task."""
+    demo_task, demo_instr = graph.arrays["demo_task"], graph.arrays["demo_instruction"]
+    pairs: dict[str, set[int]] = {}
+    for t, i in zip(demo_task.tolist(), demo_instr.tolist()):
+        pairs.setdefault(graph.instructions[i], set()).add(t)
+    return {text: next(iter(tasks)) for text, tasks in pairs.items() if len(tasks) == 1}
+
+
+__all__ = ["Candidates", "Retrieval", "RetrievalSettings", "Retriever"]

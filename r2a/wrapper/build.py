@@ -1,0 +1,119 @@
+"""Build an :class:`~r2a.wrapper.policy.R2APolicy` from an :class:`~r2a.wrapper.config.R2AConfig`.
+
+The graph and the retriever checkpoint are read once per process and path (a benchmark builds a policy per
+episode); a retriever trained on another graph is refused, as is a graph whose action space the reference cannot
+be converted into.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from r2a.wrapper.config import DEFAULT_CONFIG, R2AConfig, resolve_path
+from r2a_core.errors import R2AInputError
+from r2a_core.policy import Policy
+from r2a_core.types import OSC_POSE_DELTA, ActionSpace
+
+
+def load_r2a_config(path: str | Path | None = None, overrides: list[str] | None = None) -> R2AConfig:
+    """The config at ``path`` (default ``configs/r2a/builtin.yaml``) with ``section.field=value`` overrides."""
+    return R2AConfig.from_yaml(path if path is not None else DEFAULT_CONFIG, overrides)
+
+
+def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None = None) -> Any:
+    """The wrapper around ``base`` (already built; the registry builds it from ``config.base``)."""
+    from r2a.retrieval.retriever import Retriever
+    from r2a.wrapper.gate import ConstantGate, ReplayGate
+    from r2a.wrapper.policy import R2APolicy, WrapperParts
+    from r2a.wrapper.recovery import StartPoseRecovery
+
+    space = action_space or getattr(base, "action_space", None) or OSC_POSE_DELTA
+    graph, response, graph_sha = _graph(str(resolve_path(config.graph)))
+    graph_space = graph.manifest["action_space"]
+    if config.conversion == "actions" and (graph_space.get("kind") != space.kind
+                                           or int(graph_space.get("dim", -1)) != space.dim):
+        raise R2AInputError(f"{config.graph}: the graph's demos act in {graph_space.get('kind')} with "
+                            f"{graph_space.get('dim')} dims, the base policy in {space.kind} with {space.dim}; "
+                            "use conversion: response (or a graph of demos in the base's action space)")
+    net, layout, thresholds, artifacts = None, None, {}, {"graph": {"path": str(graph.path), "sha256": graph_sha}}
+    if config.retrieval.mode == "gnn":
+        ckpt, ckpt_sha = _retriever(str(resolve_path(str(config.retriever))))
+        _check_same_graph(ckpt.graph, graph, config)
+        if ckpt.executed_steps != config.executed_steps:
+            raise R2AInputError(f"{config.retriever}: trained for chunks of {ckpt.executed_steps} executed steps, "
+                                f"the config executes {config.executed_steps}; set executed_steps to match")
+        if ckpt.layout.action_dim != space.dim:
+            raise R2AInputError(f"{config.retriever}: trained for {ckpt.layout.action_dim}-D actions, the base "
+                                f"policy acts in {space.dim} dims")
+        net, layout, thresholds = ckpt.net, ckpt.layout, ckpt.thresholds
+        artifacts["retriever"] = {"path": str(resolve_path(str(config.retriever))), "sha256": ckpt_sha}
+    if layout is None:
+        from r2a.retrieval.features import QueryLayout
+
+        layout = QueryLayout(action_dim=space.dim)
+    retriever = Retriever(graph, response, config.retrieval, layout, net=net, executed_steps=config.executed_steps)
+    if config.gate.kind == "replay":
+        gate = ReplayGate(space)
+    else:
+        gate = ConstantGate(space, config.gate.translation, config.gate.rotation, config.gate.max_gate)
+    max_seed = config.fallback.max_seed_distance
+    if max_seed is None:
+        max_seed = thresholds.get("max_seed_distance") or 3.0 * _largest_neighbour_distance(graph)
+    max_entropy = config.fallback.max_entropy
+    if max_entropy is None:
+        max_entropy = thresholds.get("max_entropy", 1.0) if config.retrieval.mode == "gnn" else 1.0
+    recovery = StartPoseRecovery(graph, config.recovery, space, _steady_gains(response)) \
+        if config.recovery.enabled else None
+    parts = WrapperParts(retriever=retriever, response=response, gate=gate, action_space=space,
+                         executed_steps=config.executed_steps, conversion=config.conversion,
+                         max_seed_distance=float(max_seed), max_entropy=float(max_entropy), recovery=recovery,
+                         max_gate=1.0 if config.gate.kind == "replay" else config.gate.max_gate)
+    return R2APolicy(base, parts, metadata={"config": config.to_dict(), "artifacts": artifacts})
+
+
+@lru_cache(maxsize=4)
+def _graph(path: str) -> tuple[Any, Any, str]:
+    from graph_builder import load_graph
+    from r2a.retrieval.motion import response_for
+    from r2a_core.provenance import sha256_path
+
+    graph = load_graph(path)
+    return graph, response_for(graph), sha256_path(path)
+
+
+@lru_cache(maxsize=4)
+def _retriever(path: str) -> tuple[Any, str]:
+    from r2a.retrieval.checkpoint import load_retriever
+    from r2a_core.provenance import sha256_path
+
+    return load_retriever(path), sha256_path(path)
+
+
+def _check_same_graph(trained_on: dict[str, Any], graph: Any, config: R2AConfig) -> None:
+    ours = graph.manifest.get("files", {}).get("arrays/node_key.npy", {}).get("sha256")
+    theirs = trained_on.get("node_key_sha256")
+    if theirs and ours and theirs != ours:
+        raise R2AInputError(f"{config.retriever}: this retriever was trained on another graph ({trained_on.get('path')}, "
+                            f"{trained_on.get('nodes')} nodes), not on {config.graph}; train it on this graph")
+
+
+def _largest_neighbour_distance(graph: Any) -> float:
+    """The largest key distance of a spatial edge (the farthest a node lies from its nearest other-demo nodes)."""
+    dist = graph.arrays["edge_dist"][graph.arrays["edge_type"] == 1]
+    return float(dist.max()) if len(dist) else 1.0
+
+
+def _steady_gains(response: Any) -> tuple[float, float]:
+    """Displacement per unit action at steady state, as a share of the full-scale step (translation, rotation)."""
+    out = []
+    for axis in (response.translation, response.rotation):
+        ar, ex = np.asarray(axis.ar), np.asarray(axis.ex)
+        out.append(float(np.mean(ex.sum(axis=1) / np.maximum(1.0 - ar.sum(axis=1), 1e-3))))
+    return out[0], out[1]
+
+
+__all__ = ["build_r2a", "load_r2a_config"]

@@ -1,0 +1,102 @@
+"""The R2A wrapper's config (``configs/r2a/builtin.yaml``; ``--policy r2a:CONFIG``), torch-free for ``--help``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+from r2a.retrieval.config import RetrievalSettings
+from r2a_core.config import TypedConfig
+from r2a_core.errors import R2AInputError
+
+#: relative asset paths resolve against the working directory first, then against the project root
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "r2a" / "builtin.yaml"
+
+
+@dataclass(frozen=True)
+class RecoverySettings:
+    """Start-pose recovery (measured separately: the ``r2a-norecovery`` ablation switches it off)."""
+
+    enabled: bool = True
+    """servo an out-of-distribution start pose to the nearest demo start before the first base query"""
+    threshold_scale: float = 1.5
+    """recover when the start is farther from every demo start than this × the demos' own start spread"""
+    max_steps: int = 60
+    """step budget of the servo"""
+    position_tolerance: float = 0.01
+    """metres: close enough to the target position"""
+    rotation_tolerance: float = 0.1
+    """radians: close enough to the target orientation"""
+    gain: float = 0.5
+    """proportional gain (1 commands the whole remaining error each step)"""
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Which gate blends the reference into the base chunk."""
+
+    kind: Literal["constant", "replay"] = "constant"
+    """constant: fixed S per dimension; replay: S = 1 on the motion dims (execute the reference, an ablation)"""
+    translation: float = 0.25
+    """constant gate on dx dy dz (the R2A page's logged gates: 0.15-0.36)"""
+    rotation: float = 0.05
+    """constant gate on drx dry drz (logged: 0.03-0.09)"""
+    max_gate: float = 0.5
+    """upper bound of S on every dimension"""
+
+
+@dataclass(frozen=True)
+class FallbackSettings:
+    """When the wrapper returns the base chunk unchanged (and says why in ``result["r2a"]["fallback"]``)."""
+
+    max_seed_distance: float | None = None
+    """key distance of the nearest seed beyond which the execution has left the demos (null: the retriever
+    checkpoint's calibrated value, or 3x the graph's largest nearest-neighbour distance in knn mode)"""
+    max_entropy: float | None = None
+    """normalized entropy of the candidate weights above which retrieval is too unsure (null: the retriever
+    checkpoint's calibrated value, 1 = never in knn mode)"""
+
+
+@dataclass
+class R2AConfig(TypedConfig):
+    """A frozen base policy wrapped by R2A."""
+
+    CONFIG_WHAT: ClassVar[str] = "R2A config"
+
+    base: str = "builtin"
+    """the frozen base policy (any policy spec: builtin, openpi:ws://..., lerobot:DIR, callable:...)"""
+    graph: str = "r2a/assets/r2a_graph"
+    """the motion graph (r2a graph build)"""
+    retriever: str | None = "r2a/assets/r2a_retriever"
+    """the trained GNN retriever (r2a retriever train); null only with retrieval.mode=knn"""
+    retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    executed_steps: int = 8
+    """actions executed per chunk: the wrapper returns this many and retrieves again"""
+    conversion: Literal["actions", "response"] = "actions"
+    """actions: fused recorded demo actions (the graph's action space is the base's); response: the anchored
+    trajectory through the fitted controller response"""
+    gate: GateSettings = field(default_factory=GateSettings)
+    recovery: RecoverySettings = field(default_factory=RecoverySettings)
+    fallback: FallbackSettings = field(default_factory=FallbackSettings)
+
+    def validate(self) -> None:
+        if self.executed_steps < 1:
+            raise R2AInputError(f"executed_steps must be >= 1, got {self.executed_steps}")
+        if self.retrieval.mode == "gnn" and not self.retriever:
+            raise R2AInputError("retrieval.mode is 'gnn' but no retriever checkpoint is given")
+        g = self.gate
+        if not 0 <= g.translation <= g.max_gate or not 0 <= g.rotation <= g.max_gate or g.max_gate > 1:
+            raise R2AInputError(f"gate: need 0 <= translation, rotation <= max_gate <= 1, got {g}")
+
+
+def resolve_path(path: str) -> Path:
+    """``path`` as given when it exists, else relative to the project root (shipped assets)."""
+    given = Path(path).expanduser()
+    if given.exists() or given.is_absolute():
+        return given
+    return PROJECT_ROOT / given
+
+
+__all__ = ["DEFAULT_CONFIG", "FallbackSettings", "GateSettings", "R2AConfig", "RecoverySettings", "resolve_path"]

@@ -1,0 +1,73 @@
+"""The gate: per action dimension and per chunk, how far the base policy's chunk moves toward the reference.
+
+``A_exec = A_base + S ⊙ (A_ref − A_base)`` with ``S`` in ``[0, max_gate]``; the gripper always passes through from
+the base (``S = 0`` there). A gate is anything with ``__call__(GateInputs) -> S (n, A)`` and ``reset()``. This
+module has the protocol and the constant gate (the R2A page's logged values: ≈ 0.25 on translation, ≈ 0.05 on
+rotation); the learned gate plugs in through the same protocol.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from r2a_core.types import ActionSpace
+
+
+@dataclass(frozen=True)
+class GateInputs:
+    """Everything a gate may look at for one chunk (a learned gate reads more of it than the constant one)."""
+
+    base: np.ndarray  # (n, A) the executed part of the base chunk
+    reference: np.ndarray  # (n, A) the reference in the same action space
+    base_chunk: np.ndarray  # (C, A) the whole predicted chunk
+    previous_plan: np.ndarray | None  # (n, A) what the previous chunk planned for these steps, when known
+    retrieval: dict[str, float]  # entropy, top_weight, seed_distance, progress
+    proprio: dict[str, np.ndarray]  # ee_pos, ee_quat, gripper
+    step: int
+    observation: dict[str, Any] = field(default_factory=dict, repr=False)  # images reach the gate, never retrieval
+
+
+class Gate(Protocol):
+    def __call__(self, inputs: GateInputs) -> np.ndarray:
+        """S ``(n, A)`` in ``[0, max_gate]``."""
+        ...
+
+    def reset(self) -> None:
+        ...
+
+
+def bound_gate(s: np.ndarray, action_space: ActionSpace, max_gate: float) -> np.ndarray:
+    """``s`` clipped to ``[0, max_gate]``, non-finite entries 0, and 0 on the gripper dims."""
+    s = np.clip(np.nan_to_num(np.asarray(s, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0, max_gate)
+    s[..., list(action_space.gripper_dims)] = 0.0
+    return s
+
+
+class ConstantGate:
+    """The same ``S`` for every chunk: ``translation`` on dx dy dz, ``rotation`` on drx dry drz, 0 on the gripper."""
+
+    def __init__(self, action_space: ActionSpace, translation: float = 0.25, rotation: float = 0.05,
+                 max_gate: float = 0.5) -> None:
+        self.action_space, self.max_gate = action_space, max_gate
+        s = np.zeros(action_space.dim)
+        s[0:3], s[3:6] = translation, rotation
+        self.values = bound_gate(s, action_space, max_gate)
+
+    def __call__(self, inputs: GateInputs) -> np.ndarray:
+        return np.broadcast_to(self.values, inputs.base.shape).copy()
+
+    def reset(self) -> None:
+        return None
+
+
+class ReplayGate(ConstantGate):
+    """``S = 1`` on the motion dims: execute the reference itself (the ``r2a-nogate`` ablation)."""
+
+    def __init__(self, action_space: ActionSpace) -> None:
+        super().__init__(action_space, 1.0, 1.0, max_gate=1.0)
+
+
+__all__ = ["ConstantGate", "Gate", "GateInputs", "ReplayGate", "bound_gate"]

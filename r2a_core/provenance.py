@@ -1,0 +1,180 @@
+"""Where a result came from: the source commit, package versions, the machine, the command line, and content
+hashes of the files a policy loaded (docs/architecture.md, "On-disk formats").
+
+Recorded next to every benchmark result (``run.json``, ``summary.json``) and meant for every other result r2a
+writes (checkpoints, gates). Every field is best effort: what cannot be found is ``None``, never an error, so
+that recording provenance can never fail a run.
+
+The artifact convention: a policy may expose ``metadata["artifacts"]``, a mapping role → ``{"path": str,
+"sha256": str}`` of every checkpoint, graph or index it loaded (``path`` as the policy was given it);
+wrappers forward their inner policy's. :func:`sha256_path` computes the digest of a file or a directory.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+#: the project's source tree (the parent of the r2a_core package): a git checkout when installed editable
+SOURCE_ROOT = Path(__file__).resolve().parents[1]
+#: label → distribution names to try (the first installed one is reported)
+PACKAGES: dict[str, tuple[str, ...]] = {
+    "r2a": ("r2a",), "robosuite": ("robosuite",), "mujoco": ("mujoco",), "torch": ("torch",),
+    "numpy": ("numpy",), "faiss": ("faiss-cpu", "faiss-gpu-cu12", "faiss-gpu", "faiss"),
+    "torch_geometric": ("torch-geometric", "torch_geometric"),
+}
+#: the versions that decide whether two simulator runs can be compared episode by episode
+SIMULATOR_PACKAGES = ("robosuite", "mujoco")
+_CHUNK = 1 << 20
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of one file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def sha256_dir(path: str | Path) -> str:
+    """Hex sha256 of a directory's content: of the lines ``relative/path<NUL>sha256-of-file<LF>`` of every
+    regular file under it, sorted by path. Renaming, adding, removing or changing a file changes it; file
+    times and permissions do not. Hidden temporaries of an interrupted atomic write (``.name.tmp-…``) count too,
+    so hash a directory only when nothing is writing it."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    for file in sorted((p for p in root.rglob("*") if p.is_file()), key=lambda p: p.relative_to(root).as_posix()):
+        digest.update(f"{file.relative_to(root).as_posix()}\0{sha256_file(file)}\n".encode())
+    return digest.hexdigest()
+
+
+def sha256_path(path: str | Path) -> str:
+    """:func:`sha256_file` of a file, :func:`sha256_dir` of a directory."""
+    return sha256_dir(path) if Path(path).is_dir() else sha256_file(path)
+
+
+def artifact(path: str | Path) -> dict[str, str]:
+    """The ``{"path", "sha256"}`` entry of a policy's ``metadata["artifacts"]`` for ``path``."""
+    return {"path": str(path), "sha256": sha256_path(path)}
+
+
+def policy_artifacts(policy: Any) -> dict[str, dict[str, str]]:
+    """A policy's ``metadata["artifacts"]`` (role → path and sha256), or ``{}`` when it declares none."""
+    metadata = getattr(policy, "metadata", None)
+    found = metadata.get("artifacts") if isinstance(metadata, Mapping) else None
+    return {str(role): dict(entry) for role, entry in found.items()} if isinstance(found, Mapping) else {}
+
+
+def git_state(root: str | Path = SOURCE_ROOT) -> dict[str, Any]:
+    """``{"commit", "dirty"}`` of the git checkout at ``root``; both None when it is not one (an installed
+    wheel) or git is missing. ``dirty``: tracked changes or untracked files not ignored by ``.gitignore``. Read
+    with ``--no-optional-locks``: it never writes the checkout's index."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "--no-optional-locks", "-C", str(root), *args], capture_output=True,
+                                  text=True, timeout=10, env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout if done.returncode == 0 else None
+
+    inside = git("rev-parse", "--show-toplevel")
+    if inside is None or Path(inside.strip()).resolve() != Path(root).resolve():
+        return {"commit": None, "dirty": None}  # not a checkout of its own (e.g. site-packages inside one)
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain")  # untracked files count: code the commit does not have
+    return {"commit": commit.strip() if commit else None, "dirty": bool(status.strip()) if status is not None else None}
+
+
+def package_versions(labels: Iterable[str] = PACKAGES) -> dict[str, str | None]:
+    """Installed version of each package (by :data:`PACKAGES` label or distribution name); None when absent."""
+    versions: dict[str, str | None] = {"python": platform.python_version()}
+    for label in labels:
+        versions[label] = None
+        for dist in PACKAGES.get(label, (label,)):
+            try:
+                versions[label] = importlib.metadata.version(dist)
+                break
+            except importlib.metadata.PackageNotFoundError:
+                continue
+    return versions
+
+
+def cpu_model() -> str | None:
+    """The CPU model from /proc/cpuinfo (``platform.processor()`` is empty on most Linux systems)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
+
+
+def gpu_name() -> str | None:
+    """The first CUDA device torch sees, or None (no torch, a CPU build, or no device). Imports torch only when
+    it is installed."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception:  # noqa: BLE001 - a broken driver must not fail a run that records where it ran
+        return None
+
+
+def machine_info() -> dict[str, Any]:
+    """The machine: host name, OS, architecture, CPU model, core count (all and usable), GPU."""
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {"hostname": platform.node() or None, "system": f"{platform.system()} {platform.release()}".strip(),
+            "arch": platform.machine() or None, "cpu": cpu_model(), "cores": os.cpu_count(),
+            "cores_usable": usable, "gpu": gpu_name()}
+
+
+def command_line(argv: Iterable[str] | None = None) -> str:
+    """The command line as a shell would need it typed (``sys.argv`` by default)."""
+    return shlex.join(list(sys.argv if argv is None else argv))
+
+
+def collect_provenance(argv: Iterable[str] | None = None) -> dict[str, Any]:
+    """Everything above in one JSON-ready dict: ``git``, ``versions``, ``machine``, ``command``, ``cwd``."""
+    return {"git": git_state(), "versions": package_versions(), "machine": machine_info(),
+            "command": command_line(argv), "cwd": os.getcwd()}
+
+
+def provenance_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:
+    """What makes two results not comparable episode by episode: a different commit (or a dirty tree),
+    simulator versions, or machine (CPU, cores, GPU). One line per difference; empty when they agree or when
+    either side has no provenance."""
+    if not a or not b:
+        return []
+    out = []
+    ga, gb = a.get("git") or {}, b.get("git") or {}
+    if (ga.get("commit"), ga.get("dirty")) != (gb.get("commit"), gb.get("dirty")):
+        out.append(f"git commit {_commit(ga)} vs {_commit(gb)}")
+    va, vb = a.get("versions") or {}, b.get("versions") or {}
+    out += [f"{name} {va.get(name)} vs {vb.get(name)}" for name in SIMULATOR_PACKAGES if va.get(name) != vb.get(name)]
+    ma, mb = a.get("machine") or {}, b.get("machine") or {}
+    out += [f"machine {key} {ma.get(key)!r} vs {mb.get(key)!r}" for key in ("cpu", "cores", "gpu")
+            if ma.get(key) != mb.get(key)]
+    return out
+
+
+def _commit(git: Mapping[str, Any]) -> str:
+    commit = git.get("commit")
+    return "unknown" if not commit else commit[:12] + (" (dirty)" if git.get("dirty") else "")
+
+
+__all__ = ["PACKAGES", "SIMULATOR_PACKAGES", "artifact", "collect_provenance", "command_line", "cpu_model",
+           "git_state", "gpu_name", "machine_info", "package_versions", "policy_artifacts", "provenance_differences",
+           "sha256_dir", "sha256_file", "sha256_path"]

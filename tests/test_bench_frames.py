@@ -1,0 +1,58 @@
+"""Failure frames: which steps a strip shows, and that it stays small."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import numpy as np
+from matplotlib.image import imread
+
+from eval.frames import MAX_SIDE, N_FRAMES, FrameStrip
+
+
+def _run(strip: FrameStrip, steps: int, horizon: int = 150, side: int = 32) -> None:
+    sim = SimpleNamespace(horizon=horizon)
+    for i in range(steps):
+        image = np.full((side, side, 3), i % 256, np.uint8)
+        strip(SimpleNamespace(index=i, obs={"images/agentview": image}, sim=sim))
+
+
+def _decoded(png: bytes) -> np.ndarray:
+    return (imread(io.BytesIO(png)) * 255).round().astype(np.uint8)
+
+
+def test_a_full_episode_gives_evenly_spaced_frames_ending_at_the_last_step():
+    strip = FrameStrip()
+    _run(strip, 150)
+    steps = strip.steps
+    assert len(steps) == N_FRAMES and steps[0] == 0 and steps[-1] == 149
+    assert all(b > a for a, b in zip(steps, steps[1:]))
+    image = _decoded(strip.png())
+    assert image.shape[:2] == (32, N_FRAMES * 32 + 2 * (N_FRAMES - 1))
+    assert image[0, 0, 0] == 0 and image[0, -1, 0] == 149             # first and last frame, by their pixels
+
+
+def test_a_short_episode_still_spans_its_whole_length():
+    strip = FrameStrip()
+    _run(strip, 61)  # e.g. an early failure (an error) at step 60 of 150
+    assert len(strip.steps) == N_FRAMES and strip.steps[-1] == 60
+    tiny = FrameStrip()
+    _run(tiny, 3)
+    assert tiny.steps == [0, 2]                                          # the first and the last seen
+    short_horizon = FrameStrip()
+    _run(short_horizon, 3, horizon=3)
+    assert short_horizon.steps == [0, 1, 2]
+
+
+def test_large_images_are_downscaled():
+    strip = FrameStrip()
+    _run(strip, 20, side=512)
+    height, width = _decoded(strip.png()).shape[:2]
+    assert height == MAX_SIDE and width <= N_FRAMES * MAX_SIDE + 2 * (N_FRAMES - 1)
+
+
+def test_no_camera_no_frames():
+    strip = FrameStrip()
+    strip(SimpleNamespace(index=0, obs={"state/ee_pos": np.zeros(3)}, sim=SimpleNamespace(horizon=10)))
+    assert strip.count == 0

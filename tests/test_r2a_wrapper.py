@@ -1,0 +1,162 @@
+"""The R2A wrapper policy: blending, every fallback path, start-pose recovery, registry names and bounds."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graph_builder.build import build_graph_from_episodes
+from graph_builder.storage import save_graph
+from graph_builder.synthetic import synthetic_episodes
+from r2a.wrapper import policy as wrapper
+from r2a.wrapper.build import build_r2a, load_r2a_config
+from r2a_core.errors import R2AInputError
+from r2a_core.types import OSC_POSE_DELTA
+
+
+@pytest.fixture(scope="module")
+def graph_dir(tmp_path_factory):
+    episodes = synthetic_episodes(3000, seed=0, num_tasks=2, mean_length=80)
+    return save_graph(build_graph_from_episodes(episodes), tmp_path_factory.mktemp("g") / "graph")
+
+
+class ScriptedBase:
+    """A base policy whose next reply the test sets; it records what it was asked."""
+
+    action_space = OSC_POSE_DELTA
+
+    def __init__(self) -> None:
+        self.reply = {"actions": np.tile(np.array([0.5, -0.5, 0.2, 0.1, 0, 0, 1], np.float32), (16, 1))}
+        self.seen: list[dict] = []
+
+    def reset(self) -> None:
+        self.seen.clear()
+
+    def infer(self, obs):
+        self.seen.append(obs)
+        return dict(self.reply)
+
+
+def _obs(step: int, pos=(0.0, 0.0, 1.0), prompt="lift the cube") -> dict:
+    return {"state/ee_pos": np.array(pos), "state/ee_quat": np.array([0.0, 1.0, 0.0, 0.0]),
+            "state/gripper": np.float32(1.0), "prompt": prompt, "state/step": step}
+
+
+def _r2a(graph_dir, *overrides: str, base=None):
+    config = load_r2a_config(None, [f"graph={graph_dir}", "retriever=null", "retrieval.mode=knn",
+                                    "recovery.enabled=false", *overrides])
+    base = base or ScriptedBase()
+    return build_r2a(config, base), base
+
+
+def test_blend_moves_the_base_toward_the_reference_and_keeps_the_gripper(graph_dir):
+    policy, base = _r2a(graph_dir)
+    out = policy.infer(_obs(0))
+    actions, diag = out["actions"], out["r2a"]
+    assert actions.shape == (8, 7) and diag["fallback"] is None and len(diag["nodes"]) == 8
+    np.testing.assert_allclose(actions[:, 6], 1.0)  # the gripper passes through
+    np.testing.assert_allclose(diag["gate"], [0.25] * 3 + [0.05] * 3 + [0.0], atol=1e-6)
+    a = policy.parts.retriever.arrays
+    from r2a.retrieval.synthesis import fused_actions
+
+    ref = fused_actions(a, np.array(diag["nodes"]), np.array(diag["weights"]), 8)
+    expected = base.reply["actions"][:8, :3] + 0.25 * (ref[:, :3] - base.reply["actions"][:8, :3])
+    np.testing.assert_allclose(actions[:, :3], np.clip(expected, -1, 1), atol=1e-5)
+    assert policy.n_action_steps == 8 and "graph" in policy.metadata["artifacts"]
+
+
+@pytest.mark.parametrize("case, reason", [
+    ("nan_base", wrapper.BASE_NONFINITE), ("guard_fallback", wrapper.BASE_FALLBACK),
+    ("no_proprio", wrapper.NO_PROPRIO), ("far", wrapper.FAR_FROM_GRAPH), ("unsure", wrapper.LOW_CONFIDENCE),
+    ("raises", wrapper.ERROR)])
+def test_every_fallback_returns_finite_bounded_actions_and_says_why(graph_dir, case, reason, monkeypatch):
+    overrides = {"far": ["fallback.max_seed_distance=0.0001"], "unsure": ["fallback.max_entropy=0.0"]}
+    policy, base = _r2a(graph_dir, *overrides.get(case, []))
+    obs = _obs(0)
+    if case == "nan_base":
+        base.reply = {"actions": np.full((16, 7), np.nan, np.float32)}
+    elif case == "guard_fallback":
+        base.reply = {**base.reply, "fallback": True}
+    elif case == "no_proprio":
+        obs.pop("state/ee_pos")
+    elif case == "raises":
+        monkeypatch.setattr(policy.parts.retriever, "retrieve", lambda *a, **k: 1 / 0)
+    out = policy.infer(obs)
+    assert out["r2a"]["fallback"] == reason
+    assert np.isfinite(out["actions"]).all() and np.abs(out["actions"]).max() <= 1.0
+    if case not in ("nan_base",):
+        np.testing.assert_allclose(out["actions"], np.clip(base.reply["actions"][:8], -1, 1))
+    else:
+        np.testing.assert_allclose(out["actions"][:, :6], 0.0)  # hold still
+    if case == "raises":
+        assert "ZeroDivisionError" in out["r2a"]["error"]
+
+
+def test_output_is_bounded_for_extreme_base_chunks(graph_dir):
+    policy, base = _r2a(graph_dir, "gate.kind=replay")
+    rng = np.random.default_rng(0)
+    for step in range(0, 80, 8):
+        base.reply = {"actions": rng.normal(0, 50, (16, 7)).astype(np.float32)}
+        out = policy.infer(_obs(step, pos=rng.normal(0, 0.1, 3) + [0, 0, 1]))
+        assert np.isfinite(out["actions"]).all() and np.abs(out["actions"]).max() <= 1.0
+
+
+def test_recovery_servos_an_out_of_distribution_start_then_starts_the_base_clock(graph_dir):
+    policy, base = _r2a(graph_dir, "recovery.enabled=true", "recovery.max_steps=80")
+    recovery = policy.parts.recovery
+    quat = _turn(recovery._quat[0], np.array([0.0, 0.0, 0.4]))
+    pos = recovery._pos[0] + np.array([0.15, -0.1, 0.08])  # far from every demo start
+    needed, target, _ = recovery.needed(pos, quat, 1.0)
+    assert needed
+    step = 0
+    while True:
+        obs = {**_obs(step, pos=pos), "state/ee_quat": quat}
+        out = policy.infer(obs)
+        if not out["r2a"]["recovery"]:
+            break
+        action = out["actions"]
+        assert action.shape == (1, 7) and action[0, 6] == -1.0 and np.abs(action).max() <= 1.0
+        pos = pos + action[0, :3] * 0.05 * 0.3  # a crude arm: 30 % of the commanded delta per step
+        quat = _turn(quat, action[0, 3:6] * 0.5 * 0.3)
+        step += 1
+        assert step < 80, "the servo never reached the target start"
+    assert np.linalg.norm(recovery.errors(pos, quat, target)[0]) <= recovery.settings.position_tolerance
+    assert base.seen and base.seen[0]["state/step"] == 0  # the base's clock starts when recovery ends
+    assert len(base.seen) == 1  # the base was never asked during recovery
+
+
+def _turn(quat: np.ndarray, world_rotvec: np.ndarray) -> np.ndarray:
+    """``quat`` (wxyz) rotated by a world-frame rotation vector (q' = dq ⊗ q)."""
+    from r2a_core.rotations import axis_angle_to_quat
+
+    w1, x1, y1, z1 = axis_angle_to_quat(world_rotvec)
+    w2, x2, y2, z2 = quat
+    return np.array([w1 * w2 - x1 * x2 - y1 * y2 - z1 * z2, w1 * x2 + x1 * w2 + y1 * z2 - z1 * y2,
+                     w1 * y2 - x1 * z2 + y1 * w2 + z1 * x2, w1 * z2 + x1 * y2 - y1 * x2 + z1 * w2])
+
+
+def test_recovery_does_nothing_at_a_demonstrated_start(graph_dir):
+    policy, base = _r2a(graph_dir, "recovery.enabled=true")
+    start = policy.parts.recovery._pos[3]
+    out = policy.infer(_obs(0, pos=start))
+    assert out["r2a"]["recovery"] is False and len(base.seen) == 1
+
+
+def test_registry_names_and_bad_configs(graph_dir):
+    from r2a.policies import POLICIES, make_policy
+
+    assert {"r2a", "r2a-knn", "r2a-nogate", "r2a-norecovery"} <= set(POLICIES)
+    policy = make_policy(f"r2a-nogate:?graph={graph_dir}&retriever=null&retrieval.mode=knn&"
+                         "base=callable:test_r2a_wrapper:still")
+    assert policy.parts.max_gate == 1.0 and policy.parts.recovery is not None
+    knn = make_policy(f"r2a-knn:?graph={graph_dir}&base=callable:test_r2a_wrapper:still")
+    assert knn.parts.retriever.settings.mode == "knn"
+    with pytest.raises(R2AInputError, match="unknown field 'gaet'"):
+        make_policy(f"r2a:?graph={graph_dir}&gaet.kind=replay")
+    with pytest.raises(R2AInputError, match="needs a trained retriever|no retriever checkpoint"):
+        make_policy(f"r2a:?graph={graph_dir}&retriever=null")
+
+
+def still(obs):
+    """A base that does nothing (for registry tests)."""
+    return np.zeros((16, 7), np.float32)
