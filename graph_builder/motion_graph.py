@@ -23,7 +23,9 @@ import numpy as np
 
 from graph_builder.edges import EDGE_TYPES, SPATIAL, TEMPORAL
 from graph_builder.features import KeySpec
-from graph_builder.index import SMALL_BATCH, search, search_device_index, set_search_params
+from graph_builder.config import IndexConfig
+from graph_builder.index import SMALL_BATCH, build_index, search, search_device_index, set_search_params
+from r2a_core.config import from_dict
 from r2a_core.errors import R2AInputError
 
 #: node-level arrays exposed on the torch_geometric node store (name without the ``node_`` prefix)
@@ -43,6 +45,7 @@ class MotionGraph:
     path: Path | None = None
     timings: dict[str, float] = field(default_factory=dict)
     _search_index: faiss.Index | None = field(default=None, repr=False)
+    _task_indexes: dict[int, tuple[faiss.Index, np.ndarray]] = field(default_factory=dict, repr=False)
 
     @property
     def num_nodes(self) -> int:
@@ -90,6 +93,33 @@ class MotionGraph:
             if nprobe is not None:
                 set_search_params(index, cfg["nprobe"], cfg["hnsw_ef_search"])
         return np.sqrt(np.maximum(d2, 0.0)), ids
+
+    def search_task(self, keys: np.ndarray, k: int, task: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`search` among one task's nodes only → ``(distances, global ids)``, ids -1 past the task's size.
+
+        Each task gets its own index over its nodes (built on first use with the graph's index settings, so
+        exact up to ``exact_max_nodes`` nodes and IVF above): an exact in-task answer in the time of a search
+        over that task alone, instead of over-fetching from the whole graph and filtering.
+        """
+        keys = np.atleast_2d(np.asarray(keys, dtype=np.float32))
+        if keys.shape[1] != self.index.d:
+            raise R2AInputError(f"search_task: keys have {keys.shape[1]} dims, this graph's key has {self.index.d}")
+        index, nodes = self.task_index(task)
+        cfg = self.manifest["build_config"]["index"]
+        d2, local = search(index, keys, k, cfg["query_threads"] if keys.shape[0] <= SMALL_BATCH
+                           else cfg["build_threads"])
+        ids = np.where(local >= 0, nodes[np.maximum(local, 0)], -1)
+        return np.sqrt(np.maximum(d2, 0.0)), ids
+
+    def task_index(self, task: int) -> tuple[faiss.Index, np.ndarray]:
+        """The index over task ``task``'s nodes and those nodes' global ids (built once, then cached)."""
+        if not 0 <= task < len(self.tasks):
+            raise R2AInputError(f"task index {task} out of range: this graph has {len(self.tasks)} tasks")
+        if task not in self._task_indexes:
+            nodes = np.flatnonzero(self.arrays["node_task"] == task).astype(np.int64)
+            cfg = from_dict(IndexConfig, self.manifest["build_config"]["index"], "graph manifest build_config.index")
+            self._task_indexes[task] = (build_index(self.arrays["node_key"][nodes], cfg), nodes)
+        return self._task_indexes[task]
 
     @property
     def search_index(self) -> faiss.Index:

@@ -55,6 +55,21 @@ def test_seed_search_finds_the_node_itself(saved):
         graph.search(np.zeros((1, 3), np.float32), 5)
 
 
+def test_task_search_is_the_exact_in_task_nearest(saved):
+    graph, _ = saved
+    node_task, keys = graph.arrays["node_task"], graph.arrays["node_key"]
+    assert len(graph.tasks) > 1
+    query = keys[::97] + 0.05
+    for task in range(len(graph.tasks)):
+        dist, ids = graph.search_task(query, 4, task)
+        assert np.all(node_task[ids] == task)
+        mine = np.flatnonzero(node_task == task)
+        brute = np.linalg.norm(keys[mine][None] - query[:, None], axis=2)
+        np.testing.assert_allclose(dist, np.sort(brute, axis=1)[:, :4], rtol=1e-4, atol=1e-4)
+    with pytest.raises(R2AInputError, match="out of range"):
+        graph.search_task(query, 4, len(graph.tasks))
+
+
 def test_to_pyg_hetero_and_homogeneous(saved):
     pytest.importorskip("torch_geometric")
     graph, _ = saved

@@ -44,9 +44,12 @@ class QueryConditionedConv(MessagePassing):
     """One round of messages, each a function of both end states, the edge and the query.
 
     ``Msg(h_u, h_v, Q, e) = W2 · SiLU(W_src h_u + W_dst h_v + W_q Q + W_e e + b)`` — an MLP on the concatenation
-    ``[h_u, h_v, Q, e]`` whose first layer is split by input, so the node terms are computed once per node instead
-    of once per edge (the same function, a fraction of the work: candidate subgraphs have ~8× more edges than
-    nodes). Mean aggregation, then a residual update with layer norm.
+    ``[h_u, h_v, Q, e]`` whose first layer is split by input, so the node terms are computed once per node (and
+    the query term once per query) instead of once per edge. The output layer ``W2`` is affine, so it commutes
+    with the mean: it is applied to the aggregated hidden messages, once per receiving node — the same function
+    as applying it to every message, a fraction of the work (candidate subgraphs have ~8× more edges than
+    nodes). A node that receives no message aggregates to zero, as with the mean of no messages. Then a residual
+    update with layer norm.
     """
 
     def __init__(self, hidden: int, edge_dim: int) -> None:
@@ -60,15 +63,18 @@ class QueryConditionedConv(MessagePassing):
         self.norm = nn.LayerNorm(hidden)
 
     def forward(self, h: torch.Tensor, edge_index: torch.Tensor, edge_attr: torch.Tensor,
-                q: torch.Tensor) -> torch.Tensor:
-        """``h`` (N, hidden) node states, ``q`` (N, hidden) the encoded query of each node's subgraph."""
-        aggregated = self.propagate(edge_index, src=self.src(h), dst=self.dst(h) + self.query(q),
-                                    edge_attr=self.edge(edge_attr), size=(len(h), len(h)))
+                q: torch.Tensor, batch: torch.Tensor, receives: torch.Tensor) -> torch.Tensor:
+        """``h`` (N, hidden) node states, ``q`` (B, hidden) the encoded queries, ``batch`` (N,) each node's query,
+        ``receives`` (N, 1) 1.0 where a node has at least one incoming edge."""
+        hidden = self.propagate(edge_index, src=self.src(h), dst=self.dst(h) + self.query(q)[batch],
+                                edge_attr=self.edge(edge_attr), size=(len(h), len(h)))
+        w2 = self.message_out[1]
+        aggregated = torch.addmm(w2.bias, hidden, w2.weight.t()) * receives
         return self.norm(h + self.update_mlp(torch.cat([h, aggregated], dim=-1)))
 
     def message(self, src_j: torch.Tensor, dst_i: torch.Tensor,  # type: ignore[override]
                 edge_attr: torch.Tensor) -> torch.Tensor:
-        return self.message_out(src_j + dst_i + edge_attr)
+        return self.message_out[0](src_j + dst_i + edge_attr)
 
 
 class RetrieverNet(nn.Module):
@@ -101,8 +107,9 @@ class RetrieverNet(nn.Module):
         q_node = q[batch]
         h = self.node_encoder((x - self.node_mean) / self.node_std)
         e = (edge_attr - self.edge_mean) / self.edge_std
+        receives = (torch.bincount(edge_index[1], minlength=len(h)) > 0).to(h.dtype)[:, None]
         for conv in self.convs:
-            h = conv(h, edge_index, e, q_node)
+            h = conv(h, edge_index, e, q, batch, receives)
         scores = self.score_head(torch.cat([h, q_node], dim=-1)).squeeze(-1)
         weights = segment_softmax(scores, batch, num_nodes=len(q))
         pooled = torch.zeros_like(q).index_add_(0, batch, weights[:, None] * h)

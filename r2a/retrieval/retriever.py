@@ -70,7 +70,8 @@ class Retriever:
         self.neighbourhoods = Neighbourhoods(self.arrays["edge_index"], graph.num_nodes)
         self._task_of_prompt = {text: graph.tasks[task] for text, task in _instruction_tasks(graph).items()}
         self._node_task = self.arrays["node_task"]
-        self._task_nodes: dict[int, np.ndarray] = {}
+        for task in range(len(graph.tasks)):  # per-task seed indexes, built now rather than at the first query
+            graph.task_index(task)
         #: stage → seconds of the last query, filled only while profiling (``r2a bench perf retrieval``)
         self.stage_times: dict[str, float] | None = None
         lengths = self.arrays["demo_length"].astype(np.float64)
@@ -132,26 +133,15 @@ class Retriever:
     def _seeds(self, key: np.ndarray, task_id: int | None) -> tuple[np.ndarray, float]:
         """The ``seeds`` nearest nodes (of ``task_id``'s nodes only, when given) and the nearest one's distance."""
         k = self.settings.seeds
-        search_k = k if task_id is None else min(self.graph.num_nodes, 8 * k)
-        dist, ids = self.graph.search(key[None], search_k)
-        dist, ids = dist[0], ids[0]
-        ok = ids >= 0
-        if task_id is not None:
-            ok &= self._node_task[np.maximum(ids, 0)] == task_id
-            if ok.sum() < k:  # far from that task's nodes: search among them exactly
-                return self._task_seeds(key, task_id)
-        dist, ids = dist[ok][:k], ids[ok][:k]
+        if task_id is None:
+            dist, ids = self.graph.search(key[None], k)
+        else:
+            dist, ids = self.graph.search_task(key[None], k, task_id)
+        ok = ids[0] >= 0
+        dist, ids = dist[0][ok], ids[0][ok]
         if len(ids) == 0:
             raise R2AInputError("the graph returned no seed nodes (is it empty?)")
         return ids, float(dist[0])
-
-    def _task_seeds(self, key: np.ndarray, task_id: int) -> tuple[np.ndarray, float]:
-        nodes = self._task_nodes.get(task_id)
-        if nodes is None:
-            nodes = self._task_nodes[task_id] = np.flatnonzero(self._node_task == task_id)
-        d = np.linalg.norm(self.arrays["node_key"][nodes] - key, axis=1)
-        order = np.argsort(d, kind="stable")[: self.settings.seeds]
-        return nodes[order], float(d[order[0]])
 
     def retrieve(self, chunk: np.ndarray, window: HistoryWindow, prompt: str | None, phase: float,
                  step: int) -> Retrieval:
