@@ -47,6 +47,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                    help="episode i draws the shift's parameters with seed + i (use seeds below 100000 for training)")
     i = sub.add_parser("info", help="print a JSON summary of an HDF5 file or LeRobot v3 dataset")
     i.add_argument("path", type=Path)
+    s = sub.add_parser("image-stats", help="the demos' image statistics visual-OOD scores are measured against "
+                                           "(the learned gate's image signal, observation harmonization)")
+    s.add_argument("files", nargs="+", type=Path, help="demo files (HDF5 or LeRobot v3) recorded with cameras")
+    s.add_argument("--out", type=Path, required=True, help="output JSON (r2a.image-stats v1, written atomically)")
+    s.add_argument("--cameras", nargs="+", default=["agentview"], help="cameras to describe (default: agentview)")
+    s.add_argument("--stride", type=int, default=5, help="use every n-th frame (default: 5)")
     return parser
 
 
@@ -55,6 +61,12 @@ def run(args: argparse.Namespace) -> int:
         from demos.info import summarize
 
         print(json.dumps(summarize(args.path), indent=2))
+        return 0
+    if args.command == "image-stats":
+        from demos.image_stats import write_image_stats
+
+        frames = write_image_stats(args.files, args.out, args.cameras, args.stride)
+        print(json.dumps({"out": str(args.out), "frames": frames}))
         return 0
     if args.command == "rerender":
         from demos.rerender import rerender_file

@@ -2,6 +2,10 @@
 
 ``r2a bench compare A_DIR B_DIR`` — two results directories paired episode by episode (:mod:`eval.compare`).
 
+``r2a bench calibrate --factor F --policy builtin [--seeds 80000:80010]`` — sweep a factor's severity knob on
+calibration seeds, fit success against severity and write the chosen L1–L3 into ``configs/bench/factors.yaml``
+(:mod:`eval.calibration`).
+
 ``r2a bench perf graph [--sizes 10000 100000 1000000]`` — graph-builder scale benchmark
 (:mod:`eval.perf.graph_scale`).
 ``r2a bench perf policy --policy SPEC [--task Lift] [--image-size 64] [--queries 200] [--warmup 10] [--threads 1]``
@@ -15,14 +19,21 @@ import json
 import sys
 from pathlib import Path
 
+from typing import Any
+
 from eval.bench_config import BenchConfig
 from eval.episode_job import SAVE_FRAMES
+from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
+
+_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+DEFAULT_CALIBRATION = _CONFIGS / "bench" / "calibration.yaml"
+DEFAULT_LEVELS = _CONFIGS / "bench" / "factors.yaml"
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,compare,report,perf}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,calibrate,compare,report,perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
                                        "appended to OUT/results.jsonl as they finish, and a rerun resumes.",
@@ -50,6 +61,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                             "or --set factors.camera=[1,3]")
     run_p.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
                        help="log the summary to Weights & Biases (offline by default when enabled)")
+    _add_calibrate_parser(sub)
     compare = sub.add_parser("compare", help="pair two results directories episode by episode (McNemar per cell)",
                              description="Join A/results.jsonl and B/results.jsonl on (task, factor, level, "
                                          "episode) where seed and initial state agree; print success rates, "
@@ -112,9 +124,41 @@ def _add_perf_policy_parser(perf_sub: argparse._SubParsersAction) -> None:
     policy.add_argument("--json", metavar="PATH", help="also write the measurement (with machine info) as JSON")
 
 
+def _add_calibrate_parser(sub: Any) -> None:
+    from eval.calibration.config import CalibrationConfig
+
+    cal = sub.add_parser(
+        "calibrate", help="calibrate the shift levels on a policy (calibration seeds only)",
+        description="Sweep each factor's severity knob (0 clean … 1 the outer bound) on calibration seeds, coarse "
+                    "to fine; fit success against severity (logistic, tasks pooled, each task's clean rate its "
+                    "ceiling); pick L1–L3 where the fit is the targets' fraction of clean and write them into the "
+                    "levels file with a calibration record. Resumable: OUT/results.jsonl keeps every episode.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="config fields (--set FIELD=VALUE):\n" + CalibrationConfig.help_text() + "\n")
+    cal.add_argument("--factor", action="append", required=True, metavar="NAME",
+                     help="factor to calibrate (repeatable; 'all' for every factor)")
+    cal.add_argument("--knob", action="append", metavar="NAME",
+                     help="only these knobs of the factor (noise: gaussian_noise, gaussian_blur, motion_blur, fog)")
+    cal.add_argument("--policy", default="builtin", metavar="SPEC", help="the policy the levels are calibrated on")
+    cal.add_argument("--config", default=str(DEFAULT_CALIBRATION), metavar="YAML", help="calibration config")
+    cal.add_argument("--seeds", metavar="START:STOP",
+                     help="calibration seeds START…STOP-1 (sets seed and episodes); below 100000")
+    cal.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                     help="override a config field, e.g. --set 'severities=[0.3,1.0]' --set refine=1")
+    cal.add_argument("--out", type=Path, default=Path("runs/calibration"), metavar="DIR",
+                     help="results directory, shared by every factor (default: runs/calibration)")
+    cal.add_argument("--workers", type=int, default=1, help="parallel worker processes")
+    cal.add_argument("--write", type=Path, default=DEFAULT_LEVELS, metavar="YAML",
+                     help="levels file to update (default: configs/bench/factors.yaml)")
+    cal.add_argument("--no-write", action="store_true", help="fit and report only; leave the levels file alone")
+    cal.add_argument("--figure", type=Path, metavar="PNG", help="figure path (default: OUT/calibration.png)")
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "run":
         return _bench_run(args)
+    if args.command == "calibrate":
+        return _bench_calibrate(args)
     if args.command == "report":
         return _bench_report(args)
     if args.command == "compare":
@@ -194,6 +238,59 @@ def _exit_status(summary: dict, out: Path) -> int:
           f"field of their records in {Path(out) / 'results.jsonl'}; listed in {Path(out) / 'report.md'}), "
           f"{missing} missing; run the same command again to retry them", file=sys.stderr)
     return 1
+
+
+def _bench_calibrate(args: argparse.Namespace) -> int:
+    from eval.calibration.config import CalibrationConfig
+    from eval.calibration.figure import plot_calibration
+    from eval.calibration.levels_file import write_calibrated_levels
+    from eval.calibration.run import calibrate
+    from sim.shifts.registry import FACTOR_NAMES
+
+    overrides = list(args.set)
+    if args.seeds:
+        start, stop = _seed_range(args.seeds)
+        overrides += [f"seed={start}", f"episodes={stop - start}"]
+    config = CalibrationConfig.from_yaml(args.config, overrides)
+    factors = list(FACTOR_NAMES) if "all" in args.factor else list(dict.fromkeys(args.factor))
+    if args.workers < 1:
+        raise R2AInputError(f"--workers must be >= 1, got {args.workers}")
+    result = calibrate(factors, args.policy, config, args.out, workers=args.workers, knobs=args.knob)
+    figure = plot_calibration(result, args.figure or args.out / "calibration.png")
+    if not args.no_write:
+        write_calibrated_levels(args.write, result)
+    print(calibration_table(result), end="")
+    print(json.dumps({"out": str(args.out), "calibration": str(args.out / "calibration.json"),
+                      "figure": None if figure is None else str(figure),
+                      "levels": None if args.no_write else str(args.write)}))
+    return 0
+
+
+def _seed_range(text: str) -> tuple[int, int]:
+    try:
+        start, stop = (int(x) for x in text.split(":"))
+    except ValueError:
+        raise R2AInputError(f"--seeds expects START:STOP (e.g. 80000:80010), got {text!r}") from None
+    if stop <= start:
+        raise R2AInputError(f"--seeds {text}: STOP must be greater than START")
+    return start, stop
+
+
+def calibration_table(result: dict) -> str:
+    """Markdown: per factor knob the chosen severities, the fitted success at each, the episodes and status."""
+    lines = ["| task | clean [Wilson 95 %] |", "|---|---|"]
+    for task, entry in result["clean"].items():
+        lo, hi = entry["wilson95"]
+        lines.append(f"| {task} | {entry['successes']}/{entry['episodes']} [{lo:.2f}, {hi:.2f}] |")
+    lines += ["", "| factor | knob | L1 / L2 / L3 severity | fitted success / clean | episodes | status |",
+              "|---|---|---|---|---|---|"]
+    for factor, knobs in result["factors"].items():
+        for knob, entry in knobs.items():
+            sev = " / ".join(f"{s:.3g}" for s in entry["severities"])
+            rel = " / ".join(f"{r:.2f}" for r in entry["fitted_relative"])
+            n = sum(p["episodes"] for p in entry["points"])
+            lines.append(f"| {factor} | {knob} | {sev} | {rel} | {n} | {entry['status']} |")
+    return "\n".join(lines) + "\n"
 
 
 def _bench_compare(args: argparse.Namespace) -> int:

@@ -57,6 +57,10 @@ class JobOptions:
     """role → sha256 of each file the driver's policy loaded; the worker's policy must load the same"""
     save_frames: str = "none"
     """one of :data:`SAVE_FRAMES`"""
+    shift_levels: Mapping[str, Any] | None = None
+    """level parameters to run the job's factor at instead of ``configs/bench/factors.yaml``'s (calibration)"""
+    record_fields: Mapping[str, Any] = field(default_factory=dict)
+    """extra fields for the job's record (calibration: the knob and severity the levels came from)"""
 
 
 @dataclass
@@ -129,7 +133,7 @@ def run_job(job: Job, config: BenchConfig, options: JobOptions | None = None) ->
     options = options or JobOptions()
     start = time.perf_counter()
     seed = config.seed + job.episode
-    base = _base_record(job, config)
+    base = {**_base_record(job, config), **options.record_fields}
     frames = FrameStrip() if options.save_frames == "failures" else None
     files: dict[str, bytes] = {}
     try:
@@ -151,7 +155,7 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
     from r2a.policies import make_policy
 
     sim = _sim(job.task, config.image_size)
-    shift = ShiftHooks(None if job.factor == CLEAN else job.factor, job.level)
+    shift = ShiftHooks(None if job.factor == CLEAN else _factor(job, options), job.level)
     hooks = BenchHooks(shift, sim.task)
     policy = make_policy(options.build_spec or job.policy, sim, seed)
     wrapper = WrapperDiagnostics()
@@ -171,6 +175,15 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
     if wrapper.diagnostics:
         record["r2a"] = wrapper.summary()
     return record
+
+
+def _factor(job: Job, options: JobOptions) -> Any:
+    """The job's factor: by name (levels from factors.yaml), or built on the options' level parameters."""
+    if options.shift_levels is None:
+        return job.factor
+    from sim.shifts.registry import FACTOR_CLASSES
+
+    return FACTOR_CLASSES[job.factor]({job.level: dict(options.shift_levels)})
 
 
 class WrapperDiagnostics:

@@ -48,6 +48,7 @@ def build_policies(specs: Sequence[str], config: BenchConfig) -> dict[str, dict[
             except Exception as err:  # noqa: BLE001 - whatever breaks, the user gets one line naming the spec
                 raise R2AInputError(f"policy '{spec}' cannot be used: {_one_line(err)}") from None
             loaded[spec] = policy_artifacts(policy)
+            check_split(spec, loaded[spec], config)
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
@@ -56,6 +57,42 @@ def build_policies(specs: Sequence[str], config: BenchConfig) -> dict[str, dict[
     finally:
         sim.close()
     return loaded
+
+
+#: artifact roles whose checkpoints record the seeds they were trained on
+TRAINED_ROLES = ("retriever", "gate")
+
+
+def check_split(spec: str, artifacts: dict[str, dict[str, str]], config: BenchConfig) -> None:
+    """Refuse to score ``spec`` on seeds its retriever or gate checkpoint was trained on (one line, exit 2)."""
+    import json
+    from pathlib import Path
+
+    run = set(range(config.seed, config.seed + config.episodes))
+    for role in TRAINED_ROLES:
+        entry = artifacts.get(role)
+        manifest = Path(entry["path"]) / "manifest.json" if entry and entry.get("path") else None
+        if manifest is None or not manifest.is_file():
+            continue
+        seen = run & _seeds_in(json.loads(manifest.read_text()).get("provenance") or {})
+        if seen:
+            raise R2AInputError(f"policy '{spec}': its {role} checkpoint ({entry['path']}) was trained on "
+                                f"{len(seen)} of this run's seeds (e.g. {min(seen)}); score it on seeds it never saw")
+
+
+def _seeds_in(provenance: Any) -> set[int]:
+    """Every integer under a ``seeds`` key anywhere in a checkpoint's provenance."""
+    found: set[int] = set()
+    if isinstance(provenance, dict):
+        for key, value in provenance.items():
+            if key == "seeds" and isinstance(value, list):
+                found |= {int(v) for v in value if isinstance(v, int)}
+            else:
+                found |= _seeds_in(value)
+    elif isinstance(provenance, list):
+        for value in provenance:
+            found |= _seeds_in(value)
+    return found
 
 
 def _probe_sim(config: BenchConfig):

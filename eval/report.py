@@ -62,8 +62,9 @@ JobKey = tuple[str, str, str, int, int]
 
 # ----------------------------------------------------------------------------------------------- reading
 
-def load_records(path: Path) -> list[dict[str, Any]]:
-    """Read ``results.jsonl``: one episode record per line, the last record of a job wins.
+def load_records(path: Path, dedupe: bool = True) -> list[dict[str, Any]]:
+    """Read ``results.jsonl``: one episode record per line, the last record of a job wins (``dedupe=False``: every
+    record in file order, for files whose jobs are told apart by more than the job key — calibration).
 
     A killed run can leave a truncated last line: it is skipped with a warning (the job is simply re-run on
     resume). A malformed line elsewhere, a record of another schema or of an unknown ``schema_version`` raises
@@ -87,6 +88,8 @@ def load_records(path: Path) -> list[dict[str, Any]]:
         if problem:
             raise R2AInputError(f"{path}:{i + 1}: {problem}")
         records.append(rec)
+    if not dedupe:
+        return records
     unique, replaced = dedupe_records(records)
     log.info("%s: %d records, %d jobs (%d superseded by a later record)", path, len(records), len(unique), replaced)
     return unique

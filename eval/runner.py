@@ -216,12 +216,18 @@ def _execute(jobs: list[Job], config: BenchConfig, out_dir: Path, execute: Calla
     with open(out_dir / RESULTS, "a", encoding="utf-8") as sink, \
             tqdm(total=len(jobs), desc=f"bench {config.name}", unit="ep", disable=not progress) as bar:
         for result in execute(jobs, config, options, artifacts):
-            _write_files(out_dir, result.files)  # before the record, which names them
-            sink.write(json.dumps(to_json_safe(result.record)) + "\n")
-            sink.flush()
-            os.fsync(sink.fileno())
+            append_result(sink, out_dir, result)
             bar.update(1)
             bar.set_postfix(ep_s=f"{bar.n / (time.perf_counter() - start):.2f}")
+
+
+def append_result(sink: Any, out_dir: Path, result: JobResult) -> None:
+    """Write a job's files, then append its record to the open results file, flushed and fsync'ed (a kill loses
+    at most the episodes in flight)."""
+    _write_files(out_dir, result.files)  # before the record, which names them
+    sink.write(json.dumps(to_json_safe(result.record)) + "\n")
+    sink.flush()
+    os.fsync(sink.fileno())
 
 
 def _write_files(out_dir: Path, files: Mapping[str, bytes]) -> None:
@@ -240,9 +246,16 @@ def _call(args: tuple[Job, BenchConfig, JobOptions]) -> JobResult:
 
 def _local_results(jobs: list[Job], config: BenchConfig, options: Mapping[str, JobOptions],
                    workers: int) -> Iterator[JobResult]:
-    tasks = [(job, config, options[job.policy]) for job in jobs]
+    with local_pool(workers) as execute:
+        yield from execute([(job, config, options[job.policy]) for job in jobs])
+
+
+@contextlib.contextmanager
+def local_pool(workers: int) -> Iterator[Callable[[list[tuple[Job, BenchConfig, JobOptions]]], Iterator[JobResult]]]:
+    """``execute(tasks)`` running ``(job, config, options)`` tasks on ``workers`` local processes (spawned once,
+    reused by every call, so each keeps its simulators), results in completion order; in-process for one."""
     if workers == 1:
-        yield from map(_call, tasks)
+        yield lambda tasks: map(_call, tasks)
         return
     with mp.get_context("spawn").Pool(workers) as pool:
-        yield from pool.imap_unordered(_call, tasks)
+        yield lambda tasks: pool.imap_unordered(_call, tasks)

@@ -19,6 +19,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "policy": ("r2a.policies.cli", "train the built-in VLA, inspect checkpoints, list and serve policies"),
     "serve": ("r2a.serve.cli", "serve a policy over openpi's protocol, or R2A as a proxy in front of a VLA server"),
     "retriever": ("r2a.retrieval.cli", "train the GNN retriever, inspect it, measure whether its reference helps"),
+    "gate": ("gating.cli", "build gate training data, train the learned gate, inspect gate checkpoints"),
     "bench": ("eval.cli", "shift benchmark and performance benchmarks"),
 }
 

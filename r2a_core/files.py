@@ -190,5 +190,13 @@ def to_json_safe(value: Any) -> Any:
     return value
 
 
-__all__ = ["atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "read_manifest_json",
+def link_or_copy(src: str | Path, dst: str | Path) -> None:
+    """Hard-link ``src`` to ``dst`` (same filesystem), else copy it: carries a file into a new checkpoint dir."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copy2(src, dst)
+
+
+__all__ = ["link_or_copy", "atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "read_manifest_json",
            "temp_sibling", "to_json_safe", "write_json_atomic", "write_text_atomic"]

@@ -44,7 +44,7 @@ def _obs(step: int, pos=(0.0, 0.0, 1.0), prompt="lift the cube") -> dict:
 
 def _r2a(graph_dir, *overrides: str, base=None):
     config = load_r2a_config(None, [f"graph={graph_dir}", "retriever=null", "retrieval.mode=knn",
-                                    "recovery.enabled=false", *overrides])
+                                    "recovery.enabled=false", "gate.kind=constant", *overrides])
     base = base or ScriptedBase()
     return build_r2a(config, base), base
 

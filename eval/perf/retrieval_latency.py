@@ -151,9 +151,8 @@ def _wrapper_on(graph: Any, retriever: str | None, episodes: list, seed: int) ->
     from r2a.retrieval.checkpoint import load_retriever
     from r2a.retrieval.retriever import Retriever
     from r2a.retrieval.motion import response_for
-    from r2a.wrapper.build import load_r2a_config
+    from r2a.wrapper.build import build_gate, load_r2a_config
     from r2a.wrapper.config import resolve_path
-    from r2a.wrapper.gate import ConstantGate
     from r2a.wrapper.policy import R2APolicy, WrapperParts
     from r2a_core.types import OSC_POSE_DELTA
 
@@ -162,11 +161,10 @@ def _wrapper_on(graph: Any, retriever: str | None, episodes: list, seed: int) ->
     response = response_for(graph)
     retr = Retriever(graph, response, config.retrieval, ckpt.layout, net=ckpt.net,
                      executed_steps=config.executed_steps)
-    parts = WrapperParts(retriever=retr, response=response, action_space=OSC_POSE_DELTA,
-                         gate=ConstantGate(OSC_POSE_DELTA, config.gate.translation, config.gate.rotation),
+    gate, max_gate = build_gate(config, OSC_POSE_DELTA, {})  # the shipped gate (the learned one, image signal on)
+    parts = WrapperParts(retriever=retr, response=response, action_space=OSC_POSE_DELTA, gate=gate,
                          executed_steps=config.executed_steps, conversion=config.conversion,
-                         max_seed_distance=float("inf"), max_entropy=1.0, recovery=None,
-                         max_gate=config.gate.max_gate)
+                         max_seed_distance=float("inf"), max_entropy=1.0, recovery=None, max_gate=max_gate)
     rng = np.random.default_rng(seed)
     chunks = []
     for _ in range(10_000):
@@ -186,7 +184,8 @@ def _observations(episodes: list, seed: int, count: int) -> list[dict[str, Any]]
         ep = episodes[rng.integers(len(episodes))]
         t = int(rng.integers(0, len(ep)))
         out.append({"state/ee_pos": ep.ee_pos[t], "state/ee_quat": ep.ee_quat[t], "state/gripper": ep.gripper[t],
-                    "prompt": ep.instruction, "state/step": t})
+                    "prompt": ep.instruction, "state/step": t,  # a 64-px agentview image for the gate's image signal
+                    "images/agentview": rng.integers(0, 256, (64, 64, 3), dtype=np.uint8)})
     return out
 
 

@@ -202,6 +202,12 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a-knn": (["retrieval.mode=knn"], "R2A with plain FAISS nearest neighbours instead of the GNN (ablation)"),
     "r2a-nogate": (["gate.kind=replay"], "R2A replaying the reference instead of gating it (ablation)"),
     "r2a-norecovery": (["recovery.enabled=false"], "R2A without start-pose recovery (ablation)"),
+    "r2a-fixed": (["gate.kind=fixed"], "R2A with the best constant S of the learned gate's training split (ablation)"),
+    "r2a-constant": (["gate.kind=constant"], "R2A with the R2A page's constant S: 0.25 translation, 0.05 rotation"),
+    "r2a-gate-nodisagreement": (["gate.checkpoint=r2a/assets/r2a_gate_nodisagreement"],
+                                "R2A whose learned gate does not read the base's disagreement signal (ablation)"),
+    "r2a-gate-noimage": (["gate.checkpoint=r2a/assets/r2a_gate_noimage"],
+                         "R2A whose learned gate does not read the image-OOD signal (ablation)"),
 }
 
 

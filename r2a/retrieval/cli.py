@@ -65,22 +65,14 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from demos.dataset import load_episodes
-    from r2a.policies import make_policy
-    from r2a.retrieval.offline import evaluate_episodes, markdown_table, summarize
-    from r2a.wrapper.build import build_r2a, load_r2a_config
-    from r2a_core.errors import R2AInputError
+    from r2a.retrieval.offline import build_offline, evaluate_episodes, markdown_table, summarize
+    from r2a.wrapper.build import build_r2a
     from r2a_core.files import write_json_atomic, write_text_atomic
 
-    if not args.demos and not args.dagger:
-        raise R2AInputError("give --demos and/or --dagger files to evaluate on")
-    config = load_r2a_config(args.config, args.overrides)
-    base = make_policy(config.base, None, 0)
-    gnn = build_r2a(replace(config, recovery=replace(config.recovery, enabled=False)), base)
+    config, base, gnn, recorded = build_offline(args.config, args.overrides, args.demos, args.dagger)
     knn = build_r2a(replace(config, retrieval=replace(config.retrieval, mode="knn"),
                             recovery=replace(config.recovery, enabled=False)), base)
-    episodes = [("demo", ep) for p in args.demos for ep in load_episodes(p) if ep.success]
-    episodes += [("dagger", ep) for p in args.dagger for ep in load_episodes(p)]
+    episodes = [(kind, ep) for kind, _, ep in recorded]
     errors = evaluate_episodes(episodes, base, gnn.parts.retriever, knn.parts.retriever, gnn.action_space,
                                config.executed_steps, config.conversion, args.frame_stride)
     rows = summarize(errors)

@@ -57,6 +57,28 @@ class FrameErrors:
     blend_rot_deg: list[np.ndarray]
 
 
+def build_offline(config_path: Any, overrides: list[str] | None, demos: list[Any],
+                  dagger: list[Any]) -> tuple[Any, Any, Any, list[tuple[str, str, Episode]]]:
+    """What an offline measurement on recorded states needs: the config, its base policy, the wrapper (recovery off:
+    recorded states start where they start) and the episodes ``[(kind, file, episode)]`` — successful demos
+    (``demo``) and every rollout (``dagger``)."""
+    from dataclasses import replace
+
+    from demos.dataset import load_episodes
+    from r2a.policies import make_policy
+    from r2a.wrapper.build import build_r2a, load_r2a_config
+    from r2a_core.errors import R2AInputError
+
+    if not demos and not dagger:
+        raise R2AInputError("give --demos and/or --dagger files")
+    config = load_r2a_config(config_path, overrides)
+    base = make_policy(config.base, None, 0)
+    wrapper = build_r2a(replace(config, recovery=replace(config.recovery, enabled=False)), base)
+    episodes = [("demo", str(p), ep) for p in demos for ep in load_episodes(p) if ep.success]
+    episodes += [("dagger", str(p), ep) for p in dagger for ep in load_episodes(p)]
+    return config, base, wrapper, episodes
+
+
 def chunk_errors(chunk: np.ndarray, expert: np.ndarray) -> tuple[float, float]:
     """Mean per-step commanded-motion error: (translation mm, rotation degrees)."""
     n = min(len(chunk), len(expert))
@@ -78,9 +100,9 @@ def evaluate_episodes(episodes: list[tuple[str, Episode]], policy: Any, gnn: Ret
             if isinstance(ep.meta, dict) else ep.actions
         frames = np.arange(0, len(ep) - 1, frame_stride)
         chunks = base_chunks(policy, ep, frames, predict_batch)
-        prompt = _prompt(ep)
+        prompt = episode_prompt(ep)
         for t, chunk in zip(frames.tolist(), chunks):
-            expert = _expert_chunk(ep, t, steps)
+            expert = expert_chunk(ep, t, steps)
             window = window_from_arrays(ep.ee_pos, ep.ee_quat, ep.gripper, executed, t, gnn.layout.history)
             base = action_space.clip(chunk[:steps]).astype(np.float64)
             refs = {"base": base}
@@ -104,7 +126,7 @@ def evaluate_episodes(episodes: list[tuple[str, Episode]], policy: Any, gnn: Ret
     return out
 
 
-def _expert_chunk(ep: Episode, t: int, steps: int) -> np.ndarray:
+def expert_chunk(ep: Episode, t: int, steps: int) -> np.ndarray:
     """The expert's own next ``steps`` actions from frame ``t``: its lookahead labels when recorded."""
     if ep.label_chunks is not None:
         return ep.label_chunks[t][:steps]
@@ -112,7 +134,7 @@ def _expert_chunk(ep: Episode, t: int, steps: int) -> np.ndarray:
     return ep.actions[np.minimum(np.arange(t, t + steps), last)]
 
 
-def _prompt(ep: Episode) -> str:
+def episode_prompt(ep: Episode) -> str:
     shift = ep.meta.get("shift") if isinstance(ep.meta, dict) else None
     params = shift.get("params", {}) if isinstance(shift, dict) else {}
     for source in (shift or {}, params):
@@ -137,22 +159,22 @@ def summarize(errors: FrameErrors, n_boot: int = 2000, seed: int = 0) -> list[di
             for name in CHUNKS:
                 for metric, values in (("trans_mm", errors.trans_mm[name]), ("rot_deg", errors.rot_deg[name])):
                     v = np.asarray(values)[sel]
-                    row[f"{name}_{metric}"] = _mean_ci(v, eps, rng, n_boot)
+                    row[f"{name}_{metric}"] = mean_ci(v, eps, rng, n_boot)
             best_t, best_r = int(np.argmin(bt[sel].mean(0))), int(np.argmin(br[sel].mean(0)))
             row["blend_best_S"] = [float(grid[best_t]), float(grid[best_r])]
-            row["blend_best_trans_mm"] = _mean_ci(bt[sel][:, best_t], eps, rng, n_boot)
-            row["blend_best_rot_deg"] = _mean_ci(br[sel][:, best_r], eps, rng, n_boot)
+            row["blend_best_trans_mm"] = mean_ci(bt[sel][:, best_t], eps, rng, n_boot)
+            row["blend_best_rot_deg"] = mean_ci(br[sel][:, best_r], eps, rng, n_boot)
             at_t = int(np.argmin(np.abs(grid - SHIPPED_GATE[0])))
             at_r = int(np.argmin(np.abs(grid - SHIPPED_GATE[1])))
-            row["blend_shipped_trans_mm"] = _mean_ci(bt[sel][:, at_t], eps, rng, n_boot)
-            row["blend_shipped_rot_deg"] = _mean_ci(br[sel][:, at_r], eps, rng, n_boot)
+            row["blend_shipped_trans_mm"] = mean_ci(bt[sel][:, at_t], eps, rng, n_boot)
+            row["blend_shipped_rot_deg"] = mean_ci(br[sel][:, at_r], eps, rng, n_boot)
             g, n = np.asarray(errors.trans_mm["gnn"])[sel], np.asarray(errors.trans_mm["knn"])[sel]
             row["gnn_vs_knn_trans_reduction"] = float(1.0 - g.mean() / max(n.mean(), 1e-9))
             rows.append(row)
     return rows
 
 
-def _mean_ci(values: np.ndarray, episodes: np.ndarray, rng: np.random.Generator, n_boot: int) -> list[float]:
+def mean_ci(values: np.ndarray, episodes: np.ndarray, rng: np.random.Generator, n_boot: int) -> list[float]:
     """[mean, lo, hi]: the 95 % interval resamples whole episodes."""
     values = np.asarray(values, np.float64)
     groups = [values[episodes == e] for e in np.unique(episodes)]
@@ -181,4 +203,5 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["GATE_GRID", "FrameErrors", "chunk_errors", "evaluate_episodes", "markdown_table", "summarize"]
+__all__ = ["GATE_GRID", "FrameErrors", "build_offline", "chunk_errors", "episode_prompt", "evaluate_episodes", "expert_chunk", "markdown_table",
+           "mean_ci", "summarize"]

@@ -27,7 +27,6 @@ def load_r2a_config(path: str | Path | None = None, overrides: list[str] | None 
 def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None = None) -> Any:
     """The wrapper around ``base`` (already built; the registry builds it from ``config.base``)."""
     from r2a.retrieval.retriever import Retriever
-    from r2a.wrapper.gate import ConstantGate, ReplayGate
     from r2a.wrapper.policy import R2APolicy, WrapperParts
     from r2a.wrapper.recovery import StartPoseRecovery
 
@@ -56,10 +55,7 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
 
         layout = QueryLayout(action_dim=space.dim)
     retriever = Retriever(graph, response, config.retrieval, layout, net=net, executed_steps=config.executed_steps)
-    if config.gate.kind == "replay":
-        gate = ReplayGate(space)
-    else:
-        gate = ConstantGate(space, config.gate.translation, config.gate.rotation, config.gate.max_gate)
+    gate, max_gate = build_gate(config, space, artifacts)
     max_seed = config.fallback.max_seed_distance
     if max_seed is None:
         max_seed = thresholds.get("max_seed_distance") or 3.0 * _largest_neighbour_distance(graph)
@@ -71,8 +67,76 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
     parts = WrapperParts(retriever=retriever, response=response, gate=gate, action_space=space,
                          executed_steps=config.executed_steps, conversion=config.conversion,
                          max_seed_distance=float(max_seed), max_entropy=float(max_entropy), recovery=recovery,
-                         max_gate=1.0 if config.gate.kind == "replay" else config.gate.max_gate)
+                         max_gate=max_gate)
     return R2APolicy(base, parts, metadata={"config": config.to_dict(), "artifacts": artifacts})
+
+
+def build_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, Any]) -> tuple[Any, float]:
+    """The config's gate and its S bound; the files it loaded go into ``artifacts``."""
+    from r2a.wrapper.gate import ConstantGate, ReplayGate
+
+    if config.gate.kind == "replay":
+        return ReplayGate(space), 1.0
+    if config.gate.kind == "learned":
+        return _learned_gate(config, space, artifacts)
+    if config.gate.kind == "fixed":
+        return _fixed_gate(config, space, artifacts)
+    return ConstantGate(space, config.gate.translation, config.gate.rotation, config.gate.max_gate), config.gate.max_gate
+
+
+def _learned_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, Any]) -> tuple[Any, float]:
+    """The trained gate (refused when it was trained for another action space) and its S bound."""
+    from r2a.wrapper.learned_gate import LearnedGate
+    from r2a_core.provenance import sha256_path
+
+    path = resolve_path(str(config.gate.checkpoint))
+    ckpt = _gate_checkpoint(str(path))
+    if ckpt.action_space.get("kind") != space.kind or int(ckpt.action_space.get("dim", -1)) != space.dim:
+        raise R2AInputError(f"{config.gate.checkpoint}: this gate was trained for {ckpt.action_space.get('kind')} "
+                            f"actions with {ckpt.action_space.get('dim')} dims; the base policy acts in {space.kind} "
+                            f"with {space.dim}")
+    if ckpt.layout.steps != config.executed_steps:
+        raise R2AInputError(f"{config.gate.checkpoint}: trained on chunks of {ckpt.layout.steps} executed steps, "
+                            f"the config executes {config.executed_steps}")
+    scorer = None
+    if "image_ood" in ckpt.layout.signals:
+        stats_path = config.gate.image_stats or (ckpt.image_stats or {}).get("path")
+        if not stats_path:
+            raise R2AInputError(f"{config.gate.checkpoint}: the gate reads the image signal but no image stats are "
+                                "given (gate.image_stats)")
+        scorer = _image_stats(str(resolve_path(str(stats_path))))
+        artifacts["image_stats"] = {"path": str(resolve_path(str(stats_path))),
+                                    "sha256": sha256_path(resolve_path(str(stats_path)))}
+    artifacts["gate"] = {"path": str(path), "sha256": sha256_path(path)}
+    return LearnedGate(ckpt.net, ckpt.layout, space, scorer), ckpt.max_gate
+
+
+def _fixed_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, Any]) -> tuple[Any, float]:
+    """The constant gate at the best constant S of the learned gate's training split (``r2a-fixed``)."""
+    from r2a.wrapper.gate import ConstantGate
+    from r2a_core.provenance import sha256_path
+
+    path = resolve_path(str(config.gate.checkpoint))
+    ckpt = _gate_checkpoint(str(path))
+    best = ckpt.provenance.get("best_constant")
+    if not best:
+        raise R2AInputError(f"{config.gate.checkpoint}: records no best constant gate (retrain it with r2a gate train)")
+    artifacts["gate"] = {"path": str(path), "sha256": sha256_path(path)}
+    return ConstantGate(space, float(best[0]), float(best[1]), ckpt.max_gate), ckpt.max_gate
+
+
+@lru_cache(maxsize=4)
+def _gate_checkpoint(path: str) -> Any:
+    from r2a.wrapper.gate_checkpoint import load_gate
+
+    return load_gate(path)
+
+
+@lru_cache(maxsize=4)
+def _image_stats(path: str) -> Any:
+    from r2a_core.visual_ood import load_image_stats
+
+    return load_image_stats(path)
 
 
 @lru_cache(maxsize=4)
@@ -116,4 +180,4 @@ def _steady_gains(response: Any) -> tuple[float, float]:
     return out[0], out[1]
 
 
-__all__ = ["build_r2a", "load_r2a_config"]
+__all__ = ["build_gate", "build_r2a", "load_r2a_config"]

@@ -37,8 +37,15 @@ class RecoverySettings:
 class GateSettings:
     """Which gate blends the reference into the base chunk."""
 
-    kind: Literal["constant", "replay"] = "constant"
-    """constant: fixed S per dimension; replay: S = 1 on the motion dims (execute the reference, an ablation)"""
+    kind: Literal["constant", "replay", "learned", "fixed"] = "constant"
+    """constant: S = translation / rotation below; replay: S = 1 on the motion dims (execute the reference, an
+    ablation); learned: the trained gate network at ``checkpoint`` (r2a gate train); fixed: the best constant S on
+    that gate's training split (the r2a-fixed ablation)"""
+    checkpoint: str | None = None
+    """the learned gate's checkpoint directory (kind: learned)"""
+    image_stats: str | None = None
+    """the demos' image statistics the learned gate's image signal scores against (null: the path the checkpoint
+    names)"""
     translation: float = 0.25
     """constant gate on dx dy dz (the R2A page's logged gates: 0.15-0.36)"""
     rotation: float = 0.05
@@ -89,6 +96,8 @@ class R2AConfig(TypedConfig):
         g = self.gate
         if not 0 <= g.translation <= g.max_gate or not 0 <= g.rotation <= g.max_gate or g.max_gate > 1:
             raise R2AInputError(f"gate: need 0 <= translation, rotation <= max_gate <= 1, got {g}")
+        if g.kind in ("learned", "fixed") and not g.checkpoint:
+            raise R2AInputError(f"gate.kind is '{g.kind}' but gate.checkpoint names no gate checkpoint")
 
 
 def resolve_path(path: str) -> Path:

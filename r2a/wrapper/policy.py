@@ -11,7 +11,7 @@ It is a policy like every other (``infer``/``reset``) and wraps any base: built-
 callable. Its output is always finite and inside the action bounds. It falls back to the base chunk — and says
 why in ``result["r2a"]["fallback"]`` — when the base returned non-finite values (or its guard already fell
 back), when the observation lacks the EE pose, when the nearest graph node is too far, when retrieval is too
-unsure, or when anything inside raises. No privileged simulator state enters: only the observation dict.
+unsure, when a learned gate's input is NaN/inf (``gate_input``), or when anything inside raises. No privileged simulator state enters: only the observation dict.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from r2a.retrieval.motion import ResponseModel
 from r2a.retrieval.retriever import Retriever
 from r2a.retrieval.synthesis import reference_chunk
 from r2a.wrapper.gate import Gate, GateInputs, bound_gate
+from r2a.wrapper.learned_gate import GateInputError
 from r2a.wrapper.recovery import StartPoseRecovery
 from r2a_core.policy import Policy
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace
@@ -34,8 +35,8 @@ from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, S
 log = logging.getLogger(__name__)
 
 #: fallback reasons (the values of ``result["r2a"]["fallback"]``)
-BASE_NONFINITE, BASE_FALLBACK, NO_PROPRIO, FAR_FROM_GRAPH, LOW_CONFIDENCE, ERROR = (
-    "base_nonfinite", "base_fallback", "no_proprio", "far_from_graph", "low_confidence", "error")
+BASE_NONFINITE, BASE_FALLBACK, NO_PROPRIO, FAR_FROM_GRAPH, LOW_CONFIDENCE, GATE_INPUT, ERROR = (
+    "base_nonfinite", "base_fallback", "no_proprio", "far_from_graph", "low_confidence", "gate_input", "error")
 #: errors inside the wrapper are logged at most this often (the first, then every n-th)
 WARN_EVERY = 100
 
@@ -155,6 +156,8 @@ class R2APolicy:
             return base, _fallback(NO_PROPRIO, step)
         try:
             return self._gated(chunk, base, obs, step)
+        except GateInputError as err:  # the learned gate saw NaN/inf: the base chunk, and say so
+            return base, {**_fallback(GATE_INPUT, step), "error": str(err)}
         except Exception as err:  # noqa: BLE001 - the robot must keep receiving safe actions
             self.errors += 1
             if self.errors == 1 or self.errors % WARN_EVERY == 0:
@@ -250,5 +253,5 @@ def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
             "recovery_steps": len(recovery)}
 
 
-__all__ = ["BASE_FALLBACK", "BASE_NONFINITE", "ERROR", "FAR_FROM_GRAPH", "LOW_CONFIDENCE", "NO_PROPRIO",
+__all__ = ["BASE_FALLBACK", "BASE_NONFINITE", "ERROR", "FAR_FROM_GRAPH", "GATE_INPUT", "LOW_CONFIDENCE", "NO_PROPRIO",
            "R2APolicy", "WrapperParts", "summarize_diagnostics"]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import INT, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, uniform
+from sim.shifts.base import INT, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, band, raw_model, uniform
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,6 +59,14 @@ class BackgroundShift(ShiftFactor):
             material = materials[int(rng.integers(len(materials)))] if swap else None
             changes[SURFACES[i]] = {"rgb": [float(c) for c in rgb], "material": material}
         return {"surfaces": changes}
+
+    knobs = ("background",)
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        """Severity 1: every surface recoloured at full saturation, value down to 0.3, textures always swapped."""
+        s = knobs.get("background", 0.0)
+        return {"surfaces": int(np.clip(np.ceil(len(SURFACES) * s - 1e-9), 1, len(SURFACES))),
+                "saturation": band(s, 1.0), "value": [1.0 - 0.7 * s, 1.0], "swap_prob": s}
 
     def describe(self, params: dict[str, Any]) -> str:
         return " ".join(s + ("*" if c["material"] else "") for s, c in params["surfaces"].items())

@@ -10,6 +10,11 @@ L1–L3; L0 is the clean condition and is never passed to a factor. Its life in 
    are undone by the next reset);
 3. ``transform_obs(obs, params, rng)`` is applied to every observation the policy sees (identity by default).
 
+Calibration (``r2a bench calibrate``) needs the levels as a function of one number: ``params_at(severity)`` maps a
+severity in [0, 1] per knob — 0 is clean, 1 the factor's outer bound (LIBERO-Plus's range where it has one) — to
+level parameters, every parameter monotone in it. Most factors have one knob; noise has one per corruption type so
+each can be calibrated on its own; language is ordinal (its three paraphrase lists), not a knob.
+
 ``modifies_state`` says whether the factor changes the simulator's state or physics (then the scene really
 differs) or only what the policy observes (then the physics, the fingerprint and a privileged expert's
 behaviour are untouched).
@@ -17,7 +22,7 @@ behaviour are untouched).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -91,6 +96,11 @@ class ShiftFactor:
     #: one-line description (README, CLI help)
     summary: ClassVar[str] = ""
 
+    #: the factor's severity knobs (``params_at``); one per independently calibrated part
+    knobs: ClassVar[tuple[str, ...]] = ("severity",)
+    #: an ordinal factor's only valid severities (language: its three lists); None for a continuous knob
+    ordinal: ClassVar[tuple[float, ...] | None] = None
+
     def __init__(self, levels: dict[int, dict[str, Any]]) -> None:
         self.levels = levels
 
@@ -108,6 +118,35 @@ class ShiftFactor:
     def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
         raise NotImplementedError
 
+    def params_at(self, severity: float | Mapping[str, float]) -> dict[str, Any]:
+        """Level parameters at ``severity`` (a number for a one-knob factor, else knob → number, each in [0, 1];
+        a knob left out of the mapping is off), validated against ``level_schema``."""
+        knobs = self.knob_values(severity)
+        params = self._params_at(knobs)
+        where = f"{self.name} at severity {knobs}"
+        return {p: _rounded(check_value(kind, params[p], f"{where}: {p}")) for p, kind in self.level_schema.items()}
+
+    def knob_values(self, severity: float | Mapping[str, float]) -> dict[str, float]:
+        """``severity`` as knob → value, checked: known knobs, values in [0, 1], ordinal steps only."""
+        values = dict(severity) if isinstance(severity, Mapping) else {self.knobs[0]: severity}
+        if not isinstance(severity, Mapping) and len(self.knobs) > 1:
+            raise R2AInputError(f"{self.name} has several severity knobs ({', '.join(self.knobs)}): "
+                                "give a mapping knob → severity")
+        out = {}
+        for knob, value in values.items():
+            if knob not in self.knobs:
+                raise R2AInputError(f"{self.name} has no severity knob {knob!r}; knobs: {', '.join(self.knobs)}")
+            if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) or not 0 <= value <= 1:
+                raise R2AInputError(f"{self.name}.{knob}: severity must be a number in [0, 1], got {value!r}")
+            if self.ordinal is not None and not any(abs(value - step) < 1e-3 for step in self.ordinal):
+                steps = ", ".join(f"{step:.4g}" for step in self.ordinal)
+                raise R2AInputError(f"{self.name} is ordinal: severity must be one of {steps}, got {value!r}")
+            out[knob] = float(value)
+        return out
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        raise NotImplementedError(f"{self.name} has no severity knob")
+
     def describe(self, params: dict[str, Any]) -> str:
         """A short human-readable summary of sampled parameters (logs, contact sheet)."""
         return ""
@@ -123,6 +162,13 @@ class ShiftFactor:
 
 
 # ------------------------------------------------------------------------------------------------ helpers
+def _rounded(value: Any) -> Any:
+    """Level parameters to 6 decimals, so files written from them read as the numbers they mean."""
+    if isinstance(value, list):
+        return [_rounded(v) for v in value]
+    return round(value, 6) if isinstance(value, float) else value
+
+
 def to_jsonable(value: Any) -> Any:
     """numpy scalars/arrays → Python floats/ints/lists, recursively."""
     if isinstance(value, dict):
@@ -136,6 +182,16 @@ def to_jsonable(value: Any) -> Any:
     if isinstance(value, (float, np.floating)):
         return float(value)
     return value
+
+
+#: a range at severity s spans [BAND_LOW · s, s] of the way from the clean value to the outer bound, so episodes
+#: of one level vary but a level never reaches into a milder one's lower half
+BAND_LOW = 0.75
+
+
+def band(severity: float, bound: float, clean: float = 0.0) -> list[float]:
+    """The range of a parameter at ``severity``: from ``clean`` (severity 0) toward ``bound`` (severity 1)."""
+    return [clean + BAND_LOW * severity * (bound - clean), clean + severity * (bound - clean)]
 
 
 def uniform(rng: np.random.Generator, bounds: list[float]) -> float:

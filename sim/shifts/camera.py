@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import (RANGE, ArraySnapshot, ShiftFactor, Undo, matrix_to_quat, quat_to_mat, raw_model,
+from sim.shifts.base import (RANGE, ArraySnapshot, band, ShiftFactor, Undo, matrix_to_quat, quat_to_mat, raw_model,
                               rotation_about, signed_uniform, uniform, view_pivot)
 from r2a_core.errors import R2AInputError
 
@@ -47,6 +47,15 @@ class CameraShift(ShiftFactor):
             "look_away_deg": uniform(rng, spec["look_away_deg"]),
             "look_dir_deg": uniform(rng, [-180.0, 180.0]),
         }
+
+    #: severity 1: LIBERO-Plus's outer camera ranges (orbit up to 75°, distance up to ×2)
+    OUTER = {"orbit_deg": 75.0, "elevation_deg": 15.0, "distance_scale": 2.0, "shift_m": 0.10, "look_away_deg": 10.0}
+    knobs = ("camera",)
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        s = knobs.get("camera", 0.0)
+        return {name: band(s, bound, clean=1.0 if name == "distance_scale" else 0.0)
+                for name, bound in self.OUTER.items()}
 
     def describe(self, params: dict[str, Any]) -> str:
         return (f"orb {params['orbit_deg']:+.0f} el {params['elevation_deg']:+.0f} x{params['distance_scale']:.2f} "

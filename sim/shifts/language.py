@@ -62,6 +62,13 @@ class LanguageShift(ShiftFactor):
         choice = int(rng.integers(len(options)))
         return {"instruction": options[choice], "choice": choice}
 
+    #: ordinal: severity 1/3, 2/3, 1 are the paraphrase, vaguer and vague/indirect lists
+    knobs = ("language",)
+    ordinal = (1 / 3, 2 / 3, 1.0)
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        return {"source_level": int(np.clip(round(3 * knobs.get("language", 1 / 3)), 1, 3))}
+
     def describe(self, params: dict[str, Any]) -> str:
         return params["instruction"]
 

@@ -105,6 +105,15 @@ class LayoutShift(ShiftFactor):
                                 "yaw_deg": uniform(rng, [0.0, 90.0])})
         return {"extra_m": spec["extra_m"], "positions": positions, "distractors": distractors}
 
+    #: severity 1: objects up to 10 cm beyond the clean range, four distractors, half of them episodes a look-alike
+    OUTER = {"extra_m": 0.10, "distractors": 4, "lookalike_prob": 0.5}
+    knobs = ("layout",)
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        s = knobs.get("layout", 0.0)
+        return {"extra_m": self.OUTER["extra_m"] * s, "distractors": int(round(self.OUTER["distractors"] * s)),
+                "distractor_size_m": [0.02, 0.03], "lookalike_prob": self.OUTER["lookalike_prob"] * s}
+
     def describe(self, params: dict[str, Any]) -> str:
         return f"+{100 * params['extra_m']:.0f}cm, {len(params['distractors'])} distractors"
 

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import (PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_model, rotation_about,
+from sim.shifts.base import (PROB, RANGE, ArraySnapshot, band, ShiftFactor, Undo, raw_model, rotation_about,
                               uniform, view_pivot)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,6 +38,17 @@ class LightShift(ShiftFactor):
         return {"intensity": intensity, "temperature_k": temperature, "tilt_deg": uniform(rng, spec["tilt_deg"]),
                 "tilt_azimuth_deg": uniform(rng, [-180.0, 180.0]),
                 "shadows": bool(rng.random() < spec["shadow_prob"])}
+
+    #: severity 1 (no LIBERO-Plus numbers exist): intensity ×0.2 or ×2.5, ±150 mired, key light tilted 55°, shadows
+    OUTER = {"dim": 0.2, "bright": 2.5, "mired_shift": 150.0, "tilt_deg": 55.0}
+    knobs = ("light",)
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        s = knobs.get("light", 0.0)
+        dim = band(s, self.OUTER["dim"], clean=1.0)  # falls from 1: [low, high] is [farther, nearer]
+        return {"dim": [dim[1], dim[0]], "bright": band(s, self.OUTER["bright"], clean=1.0),
+                "mired_shift": band(s, self.OUTER["mired_shift"]), "tilt_deg": band(s, self.OUTER["tilt_deg"]),
+                "shadow_prob": s}
 
     def describe(self, params: dict[str, Any]) -> str:
         return (f"x{params['intensity']:.2f} {params['temperature_k']:.0f}K tilt {params['tilt_deg']:.0f}"

@@ -13,7 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from sim.shifts.base import RANGE, ShiftFactor, uniform
+from sim.shifts.base import RANGE, ShiftFactor, band, uniform
+from r2a_core.errors import R2AInputError
 from r2a_core.types import image_key
 
 CORRUPTIONS = ("gaussian_noise", "gaussian_blur", "motion_blur", "fog")
@@ -32,8 +33,21 @@ class NoiseShift(ShiftFactor):
     summary = "agentview corruption per step: Gaussian noise, Gaussian blur, motion blur or fog"
     level_schema = {"noise_std": RANGE, "blur_sigma_px": RANGE, "motion_length_px": RANGE, "fog_density": RANGE}
 
+    #: each corruption is its own knob; severity 1: noise σ 50/255, blur σ 10 px (LIBERO-Plus's bound), motion
+    #: blur 24 px, fog density 0.8 (sizes at 128 px)
+    knobs = CORRUPTIONS
+    OUTER = {"gaussian_noise": 50.0, "gaussian_blur": 10.0, "motion_blur": 24.0, "fog": 0.8}
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        """The knobs given set their corruption's range; a corruption left out gets [0, 0] and is never drawn."""
+        return {SEVERITY_KEY[kind]: band(knobs[kind], self.OUTER[kind]) if knobs.get(kind, 0.0) > 0 else [0.0, 0.0]
+                for kind in CORRUPTIONS}
+
     def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
-        kind = CORRUPTIONS[int(rng.integers(len(CORRUPTIONS)))]
+        kinds = enabled_corruptions(spec)
+        if not kinds:
+            raise R2AInputError("noise: every corruption's range is [0, 0]; enable at least one")
+        kind = kinds[int(rng.integers(len(kinds)))]
         params: dict[str, Any] = {"camera": "agentview", "corruption": kind,
                                   "severity": uniform(rng, spec[SEVERITY_KEY[kind]])}
         if kind == "motion_blur":
@@ -49,6 +63,11 @@ class NoiseShift(ShiftFactor):
         if key not in obs:
             return obs
         return {**obs, key: corrupt(obs[key], params, rng)}
+
+
+def enabled_corruptions(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The corruptions a level can draw: those whose severity range is not [0, 0]."""
+    return tuple(kind for kind in CORRUPTIONS if spec[SEVERITY_KEY[kind]][1] > 0)
 
 
 def corrupt(image: np.ndarray, params: dict[str, Any], rng: np.random.Generator) -> np.ndarray:

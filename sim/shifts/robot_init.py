@@ -39,6 +39,13 @@ class RobotInitShift(ShiftFactor):
         directions /= np.linalg.norm(directions, axis=1, keepdims=True)
         return {"norm_rad": spec["norm_rad"], "directions": directions.round(8).tolist()}
 
+    #: severity 1: LIBERO-Plus's largest start-pose perturbation
+    OUTER_NORM_RAD = 0.5
+    knobs = ("robot_init",)
+
+    def _params_at(self, knobs: dict[str, float]) -> dict[str, Any]:
+        return {"norm_rad": self.OUTER_NORM_RAD * knobs.get("robot_init", 0.0)}
+
     def describe(self, params: dict[str, Any]) -> str:
         return f"|dq| {params['norm_rad']:.2f} rad"
 

@@ -1,0 +1,1 @@
+"""Calibrating the shift levels on the evaluated policy: ``r2a bench calibrate`` (docs/shifts/README.md)."""
