@@ -33,7 +33,7 @@ quickstart: install
 	$(VENV)/bin/r2a graph build $(QUICKSTART_DIR)/lift.hdf5 --out $(QUICKSTART_DIR)/lift_graph
 	$(VENV)/bin/r2a graph info $(QUICKSTART_DIR)/lift_graph
 	$(VENV)/bin/r2a bench run --config configs/bench/clean.yaml --set 'tasks=[Lift]' --set episodes=4 \
-		--policy builtin --out $(QUICKSTART_DIR)/builtin_clean --workers 2
+		--policy builtin --policy r2a --out $(QUICKSTART_DIR)/builtin_r2a_clean --workers 2
 
 test: install
 	$(PY) -m pytest -q -m "not slow"
