@@ -53,6 +53,11 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--out", type=Path, required=True, help="output JSON (r2a.image-stats v1, written atomically)")
     s.add_argument("--cameras", nargs="+", default=["agentview"], help="cameras to describe (default: agentview)")
     s.add_argument("--stride", type=int, default=5, help="use every n-th frame (default: 5)")
+    s.add_argument("--fit-clean", nargs="+", default=[], type=Path, metavar="FILE",
+                   help="clean renders (training-split seeds) to fit the visual-OOD detector's threshold on")
+    s.add_argument("--fit-shifted", nargs="+", default=[], type=Path, metavar="FILE",
+                   help="renders under training-split shifts (r2a demos rerender --shift): the detector fires on light and "
+                        "background, not on clean frames or the other factors; ROC-AUC per condition")
     return parser
 
 
@@ -65,8 +70,8 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "image-stats":
         from demos.image_stats import write_image_stats
 
-        frames = write_image_stats(args.files, args.out, args.cameras, args.stride)
-        print(json.dumps({"out": str(args.out), "frames": frames}))
+        result = write_image_stats(args.files, args.out, args.cameras, args.stride, args.fit_clean, args.fit_shifted)
+        print(json.dumps({"out": str(args.out), **result}, indent=1))
         return 0
     if args.command == "rerender":
         from demos.rerender import rerender_file

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 from r2a_core.errors import R2AInputError
-from r2a_core.visual_ood import ImageStats, fit_camera_stats, save_image_stats
+from r2a_core.visual_ood import (ImageStats, fit_camera_stats, fit_threshold, pooled_image_features, roc_auc,
+                                 save_image_stats)
 
 log = logging.getLogger(__name__)
 
@@ -42,11 +43,84 @@ def _frames(episodes: list[tuple[str, list]], camera: str, stride: int) -> Itera
                 yield from images[::stride]
 
 
+#: calibration, training and tuning use seeds below this; the detector is fitted only on such renders
+TEST_SEED_START = 100_000
+
+
+#: shift factors a photometric normalizer can undo: the detector should fire on these, not on the others
+PHOTOMETRIC_FACTORS = ("light", "background")
+
+
+def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequence[str | Path],
+                 stride: int = 5, photometric_factors: Sequence[str] = PHOTOMETRIC_FACTORS) -> dict[str, Any]:
+    """Fit each camera's harmonization threshold into ``stats`` on training-split renders (seeds below 100000):
+    the photometric score should exceed it under ``photometric_factors`` and not on clean frames or under the
+    other factors (geometric or non-visual shifts, where normalizing hurts). Returns the record: frames, the
+    threshold, ROC-AUC of clean vs each condition and the share of each condition's frames that fire."""
+    from demos.dataset import load_episodes
+
+    clean_eps = [ep for p in clean for ep in load_episodes(p)]
+    shifted_eps = [ep for p in shifted for ep in load_episodes(p)]
+    for ep in clean_eps + shifted_eps:
+        for seed in _seeds(ep):
+            if seed >= TEST_SEED_START:
+                raise R2AInputError(f"a render of seed {seed} (episode of {ep.task}): the detector is fitted on "
+                                    f"training-split seeds only (below {TEST_SEED_START})")
+    record: dict[str, Any] = {}
+    for camera, cam_stats in stats.cameras.items():
+        def scores(eps: list) -> list[float]:
+            return [cam_stats.score(pooled_image_features(f), photometric=True)
+                    for ep in eps for f in ep.images.get(camera, [])[::stride]]
+
+        by_condition: dict[str, np.ndarray] = {"clean": np.array(scores(clean_eps))}
+        for ep in shifted_eps:
+            by_condition[_condition(ep)] = np.concatenate([by_condition.get(_condition(ep), np.zeros(0)),
+                                                           scores([ep])])
+        positive = [c for c in by_condition if c.split(":")[0] in photometric_factors]
+        if len(by_condition["clean"]) < 2 or not positive:
+            raise R2AInputError(f"fitting the '{camera}' detector needs clean frames and frames under "
+                                f"{' or '.join(photometric_factors)}")
+        pos = np.concatenate([by_condition[c] for c in positive])
+        neg = np.concatenate([v for c, v in by_condition.items() if c not in positive])
+        threshold = fit_threshold(neg, pos)
+        stats.thresholds[camera] = threshold
+        clean_scores = by_condition["clean"]
+        record[camera] = {"score": "photometric", "threshold": round(threshold, 4), "positives": sorted(positive),
+                          "frames": {c: int(len(v)) for c, v in sorted(by_condition.items())},
+                          "roc_auc": {c: round(roc_auc(clean_scores, v), 4) for c, v in sorted(by_condition.items())
+                                      if c != "clean"},
+                          "fires": {c: round(float(np.mean(v > threshold)), 4) for c, v in sorted(by_condition.items())},
+                          "fitted_on": {"clean": [str(p) for p in clean], "shifted": [str(p) for p in shifted]}}
+    stats.detector = record
+    return record
+
+
+def _seeds(ep: Any) -> list[int]:
+    meta = ep.meta if isinstance(ep.meta, dict) else {}
+    seeds = [meta["seed"]] if isinstance(meta.get("seed"), int) else []
+    shift = meta.get("shift")
+    if isinstance(shift, dict) and isinstance(shift.get("seed"), int):
+        seeds.append(shift["seed"])
+    return seeds
+
+
+def _condition(ep: Any) -> str:
+    shift = ep.meta.get("shift") if isinstance(ep.meta, dict) else None
+    return f"{shift['factor']}:{shift.get('level')}" if isinstance(shift, dict) and shift.get("factor") else "clean"
+
+
 def write_image_stats(paths: Sequence[str | Path], out: str | Path, cameras: Sequence[str] = ("agentview",),
-                      stride: int = 5) -> dict[str, int]:
+                      stride: int = 5, clean: Sequence[str | Path] = (),
+                      shifted: Sequence[str | Path] = ()) -> dict[str, Any]:
+    """Statistics of the demo files (and, with ``clean`` and ``shifted`` renders, the detector's thresholds)."""
     stats = image_stats_from_files(paths, cameras, stride)
+    detector = None
+    if clean or shifted:
+        if not (clean and shifted):
+            raise R2AInputError("--fit-clean and --fit-shifted go together (clean and shifted renders)")
+        detector = fit_detector(stats, clean, shifted, stride)
     save_image_stats(stats, out)
-    return {name: s.frames for name, s in stats.cameras.items()}
+    return {"frames": {name: s.frames for name, s in stats.cameras.items()}, "detector": detector}
 
 
 __all__ = ["image_stats_from_files", "write_image_stats"]

@@ -88,6 +88,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     graph.add_argument("--json", metavar="PATH", help="also write the rows (with config and versions) as JSON")
     graph.add_argument("--no-isolate", action="store_true", help="run all sizes in this process")
     _add_perf_policy_parser(perf_sub)
+    _add_perf_harmonize_parser(perf_sub)
     retrieval = perf_sub.add_parser("retrieval", help="the R2A wrapper's added cost per query, by graph size",
                                     description="Time the R2A wrapper (history, query, FAISS seeds, subgraph, "
                                                 "features, GNN, synthesis, gate) on one thread around an instant "
@@ -105,6 +106,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                                 "--upstream) in the path, on loopback, on the smallest graph (default: on)")
     retrieval.add_argument("--json", metavar="PATH", help="also write the measurement as JSON")
     return parser
+
+
+def _add_perf_harmonize_parser(perf_sub: argparse._SubParsersAction) -> None:
+    harm = perf_sub.add_parser("harmonize", help="observation harmonization's cost per frame beside the base's query",
+                               description="Time the photometric detector and the normalizers per agentview frame "
+                                           "on one thread, beside the built-in VLA's query on the same images.")
+    harm.add_argument("--sizes", type=int, nargs="+", default=[64, 128], help="image sizes (default: 64 128)")
+    harm.add_argument("--frames", type=int, default=300, help="timed frames per case (default: 300)")
+    harm.add_argument("--json", metavar="PATH", help="also write the measurement as JSON")
 
 
 def _add_perf_policy_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -169,6 +179,14 @@ def run(args: argparse.Namespace) -> int:
         return _perf_retrieval(args)
     if args.command == "perf" and args.perf_command == "policy":
         return _perf_policy(args)
+    if args.command == "perf" and args.perf_command == "harmonize":
+        from eval.perf.harmonize_latency import format_table, measure_harmonize_latency
+
+        result = measure_harmonize_latency(tuple(args.sizes), args.frames)
+        print(format_table(result), end="")
+        if args.json:
+            write_json_atomic(args.json, result)
+        return 0
     raise AssertionError((args.command, getattr(args, "perf_command", None)))
 
 

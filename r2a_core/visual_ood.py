@@ -34,6 +34,10 @@ FEATURE_NAMES = ([f"mean_{c}" for c in "rgb"] + [f"std_{c}" for c in "rgb"]
                  + [f"hist_{c}{i}" for c in "rgb" for i in range(HIST_BINS)] + ["sat_mean", "sat_std"]
                  + [f"lum_{i}{j}" for i in range(4) for j in range(4)] + [f"grad_{i}{j}" for i in range(2) for j in range(2)])
 FEATURE_DIM = len(FEATURE_NAMES)
+#: the photometric part of the embedding (colour statistics, no spatial layout): what observation harmonization's
+#: detector scores, since a normalizer can undo a photometric shift but not a geometric one
+PHOTOMETRIC = tuple(i for i, n in enumerate(FEATURE_NAMES) if n.startswith(("mean_", "std_", "hist_", "sat_")))
+_PHOTOMETRIC_INDEX = np.array(PHOTOMETRIC)
 
 
 def pooled_image_features(image: np.ndarray) -> np.ndarray:
@@ -41,9 +45,10 @@ def pooled_image_features(image: np.ndarray) -> np.ndarray:
     img = np.asarray(image)
     if img.ndim != 3 or img.shape[2] != 3:
         raise R2AInputError(f"image features: expected an (H, W, 3) image, got shape {img.shape}")
-    small = resize_image(img, (POOL_SIZE, POOL_SIZE)).astype(np.float64) / 255.0
+    small = _pooled(img) / 255.0
     flat = small.reshape(-1, 3)
-    hist = [np.histogram(flat[:, c], bins=HIST_BINS, range=(0.0, 1.0))[0] / len(flat) for c in range(3)]
+    bins = np.minimum((flat * HIST_BINS).astype(np.int64), HIST_BINS - 1)
+    hist = [np.bincount(bins[:, c], minlength=HIST_BINS) / len(flat) for c in range(3)]
     hi, lo = flat.max(axis=1), flat.min(axis=1)
     sat = np.where(hi > 1e-6, (hi - lo) / np.maximum(hi, 1e-6), 0.0)
     lum = small @ np.array([0.299, 0.587, 0.114])
@@ -55,6 +60,24 @@ def pooled_image_features(image: np.ndarray) -> np.ndarray:
     return np.concatenate([flat.mean(0), flat.std(0), *hist, [sat.mean(), sat.std()], grid, energy])
 
 
+def _pooled(img: np.ndarray) -> np.ndarray:
+    """The 32×32 area-downsampled image (rounded to integers, as :func:`resize_image` gives for uint8), float64;
+    a block mean when the size is a multiple of 32 (the same numbers, a fraction of the time)."""
+    h, w = img.shape[:2]
+    if h % POOL_SIZE == 0 and w % POOL_SIZE == 0 and np.issubdtype(img.dtype, np.integer):
+        fy, fx = h // POOL_SIZE, w // POOL_SIZE
+        rows = img.reshape(POOL_SIZE, fy, w * 3).astype(np.uint32)
+        acc = rows[:, 0].copy()
+        for k in range(1, fy):  # plain adds of strided slices: far faster than a reduction over inner axes
+            acc += rows[:, k]
+        cols = acc.reshape(POOL_SIZE, POOL_SIZE, fx, 3)
+        out = cols[:, :, 0].copy()
+        for k in range(1, fx):
+            out += cols[:, :, k]
+        return np.rint(out / (fy * fx))
+    return resize_image(img, (POOL_SIZE, POOL_SIZE)).astype(np.float64)
+
+
 @dataclass
 class CameraStats:
     """One camera's demonstration statistics: embedding mean, inverse shrunk covariance, pooled histograms."""
@@ -63,10 +86,17 @@ class CameraStats:
     precision: np.ndarray
     frames: int
     histogram: np.ndarray  # (3, 256) pooled per-channel histogram of the demo frames (observation harmonization)
+    photometric_precision: np.ndarray | None = None  # of the PHOTOMETRIC features alone
 
-    def score(self, features: np.ndarray) -> float:
-        """Mahalanobis distance² / dimension of an embedding (≈ 1 in distribution)."""
+    def score(self, features: np.ndarray, photometric: bool = False) -> float:
+        """Mahalanobis distance² / dimension of an embedding (≈ 1 in distribution); ``photometric``: of its colour
+        statistics alone."""
         d = np.asarray(features, np.float64) - self.mean
+        if photometric:
+            if self.photometric_precision is None:
+                raise R2AInputError("these image stats have no photometric precision; recompute them")
+            d = d[_PHOTOMETRIC_INDEX]
+            return float(d @ self.photometric_precision @ d) / len(d)
         return float(d @ self.precision @ d) / len(d)
 
 
@@ -76,12 +106,47 @@ class ImageStats:
 
     cameras: dict[str, CameraStats]
     sources: list[dict[str, Any]] = field(default_factory=list)
+    #: camera → the detector's threshold on ``score`` (fitted on training-split clean vs shifted renders), or None
+    thresholds: dict[str, float | None] = field(default_factory=dict)
+    #: how the thresholds were fitted: per camera the false-positive rate, frames, ROC-AUC per shift condition
+    detector: dict[str, Any] = field(default_factory=dict)
 
     def score(self, camera: str, image: np.ndarray) -> float:
         """How unlike the demonstrations ``image`` of ``camera`` is (see :meth:`CameraStats.score`)."""
         if camera not in self.cameras:
             raise R2AInputError(f"image stats have no camera {camera!r}; they hold {', '.join(self.cameras)}")
         return self.cameras[camera].score(pooled_image_features(image))
+
+
+def roc_auc(negatives: np.ndarray, positives: np.ndarray) -> float:
+    """Area under the ROC curve of scores (positives should score higher): the Mann–Whitney statistic, ties half."""
+    neg, pos = np.asarray(negatives, np.float64), np.asarray(positives, np.float64)
+    if len(neg) == 0 or len(pos) == 0:
+        raise R2AInputError("ROC-AUC needs at least one negative and one positive score")
+    order = np.argsort(np.concatenate([neg, pos]), kind="mergesort")
+    ranks = np.empty(len(order))
+    values = np.concatenate([neg, pos])[order]
+    i = 0
+    while i < len(values):  # average ranks over ties
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
+        i = j + 1
+    return float((ranks[len(neg):].sum() - len(pos) * (len(pos) + 1) / 2.0) / (len(neg) * len(pos)))
+
+
+def fit_threshold(negatives: np.ndarray, positives: np.ndarray) -> float:
+    """The threshold on the score that best separates ``positives`` (should fire) from ``negatives`` (should
+    not): the largest Youden's J = TPR − FPR, placed midway between the two scores it falls between (log scale)."""
+    neg, pos = np.asarray(negatives, np.float64), np.asarray(positives, np.float64)
+    if len(neg) < 2 or len(pos) < 2:
+        raise R2AInputError("fitting a detector threshold needs at least 2 frames that should and 2 that should not fire")
+    values = np.unique(np.concatenate([neg, pos]))
+    cuts = np.sqrt(np.maximum(values[:-1], 1e-12) * np.maximum(values[1:], 1e-12)) if len(values) > 1 else values
+    tpr = (pos[None, :] > cuts[:, None]).mean(1)
+    fpr = (neg[None, :] > cuts[:, None]).mean(1)
+    return float(cuts[int(np.argmax(tpr - fpr))])
 
 
 def fit_camera_stats(images: Iterable[np.ndarray]) -> CameraStats:
@@ -96,18 +161,24 @@ def fit_camera_stats(images: Iterable[np.ndarray]) -> CameraStats:
     if n < 2:
         raise R2AInputError(f"image stats need at least 2 frames per camera, got {n}")
     x = np.stack(feats)
-    mean = x.mean(0)
+    photo = list(PHOTOMETRIC)
+    return CameraStats(mean=x.mean(0), precision=_shrunk_precision(x), frames=n,
+                       histogram=hist / np.maximum(hist.sum(axis=1, keepdims=True), 1),
+                       photometric_precision=_shrunk_precision(x[:, photo]))
+
+
+def _shrunk_precision(x: np.ndarray) -> np.ndarray:
     cov = np.cov(x, rowvar=False) + 1e-6 * np.eye(x.shape[1])
-    shrunk = (1 - SHRINKAGE) * cov + SHRINKAGE * np.diag(np.diag(cov))
-    return CameraStats(mean=mean, precision=np.linalg.pinv(shrunk), frames=n,
-                       histogram=hist / np.maximum(hist.sum(axis=1, keepdims=True), 1))
+    return np.linalg.pinv((1 - SHRINKAGE) * cov + SHRINKAGE * np.diag(np.diag(cov)))
 
 
 def save_image_stats(stats: ImageStats, path: str | Path) -> Path:
     doc = {"format": FORMAT, "format_version": FORMAT_VERSION, "feature_names": FEATURE_NAMES,
-           "sources": stats.sources,
+           "sources": stats.sources, "thresholds": stats.thresholds, "detector": stats.detector,
            "cameras": {name: {"mean": s.mean.tolist(), "precision": s.precision.tolist(), "frames": s.frames,
-                              "histogram": s.histogram.tolist()} for name, s in stats.cameras.items()}}
+                              "histogram": s.histogram.tolist(),
+                              "photometric_precision": None if s.photometric_precision is None
+                              else s.photometric_precision.tolist()} for name, s in stats.cameras.items()}}
     write_json_atomic(Path(path), doc)
     return Path(path)
 
@@ -128,10 +199,14 @@ def load_image_stats(path: str | Path) -> ImageStats:
         raise R2AInputError(f"{path}: computed with another image embedding; recompute it (r2a demos image-stats)")
     cameras = {}
     for name, s in doc["cameras"].items():
+        photo = s.get("photometric_precision")
         cameras[name] = CameraStats(mean=np.asarray(s["mean"]), precision=np.asarray(s["precision"]),
-                                    frames=int(s["frames"]), histogram=np.asarray(s["histogram"]))
-    return ImageStats(cameras=cameras, sources=list(doc.get("sources") or []))
+                                    frames=int(s["frames"]), histogram=np.asarray(s["histogram"]),
+                                    photometric_precision=None if photo is None else np.asarray(photo))
+    return ImageStats(cameras=cameras, sources=list(doc.get("sources") or []),
+                      thresholds={k: (None if v is None else float(v)) for k, v in (doc.get("thresholds") or {}).items()},
+                      detector=dict(doc.get("detector") or {}))
 
 
-__all__ = ["FEATURE_DIM", "CameraStats", "ImageStats", "fit_camera_stats", "load_image_stats", "pooled_image_features",
-           "save_image_stats"]
+__all__ = ["FEATURE_DIM", "CameraStats", "ImageStats", "fit_camera_stats", "fit_threshold", "load_image_stats",
+           "pooled_image_features", "roc_auc", "save_image_stats"]

@@ -208,7 +208,31 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
                                 "R2A whose learned gate does not read the base's disagreement signal (ablation)"),
     "r2a-gate-noimage": (["gate.checkpoint=r2a/assets/r2a_gate_noimage"],
                          "R2A whose learned gate does not read the image-OOD signal (ablation)"),
+    "r2a-harmonize": (["harmonize.enabled=true"],
+                      "R2A around a base whose images are harmonized when the photometric detector fires"),
 }
+
+
+def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
+    from r2a.harmonize import HarmonizeSettings, HarmonizedPolicy
+    from r2a.wrapper.config import resolve_path
+    from r2a_core.visual_ood import load_image_stats
+
+    spec = _adapter_arg(ctx, name, "the base policy's spec, e.g. harmonize:builtin")
+    config = HarmonizeSettings(enabled=True, **settings)
+    return HarmonizedPolicy(make_policy(spec, ctx.sim, ctx.seed), load_image_stats(resolve_path(config.image_stats)),
+                            config)
+
+
+@register_policy("harmonize", "BASE's camera images normalized to the demos' when a photometric visual-OOD detector "
+                              "fires (hysteresis), 'harmonize:BASE_SPEC', e.g. harmonize:builtin")
+def _harmonize(ctx: PolicyContext) -> Policy:
+    return _harmonized(ctx, "harmonize")
+
+
+@register_policy("harmonize-always", "BASE's camera images always normalized to the demos' (ablation)")
+def _harmonize_always(ctx: PolicyContext) -> Policy:
+    return _harmonized(ctx, "harmonize-always", mode="always")
 
 
 def _register_r2a(name: str, ablation: list[str], help_: str) -> None:

@@ -31,6 +31,14 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
     from r2a.wrapper.recovery import StartPoseRecovery
 
     space = action_space or getattr(base, "action_space", None) or OSC_POSE_DELTA
+    harmonize_artifacts = {}
+    if config.harmonize.enabled:  # the base sees harmonized images; retrieval and the gate see the raw ones
+        from r2a.harmonize import HarmonizedPolicy
+        from r2a_core.provenance import sha256_path
+
+        stats_path = resolve_path(config.harmonize.image_stats)
+        base = HarmonizedPolicy(base, _image_stats(str(stats_path)), config.harmonize)
+        harmonize_artifacts = {"harmonize_stats": {"path": str(stats_path), "sha256": sha256_path(stats_path)}}
     graph, response, graph_sha = _graph(str(resolve_path(config.graph)))
     graph_space = graph.manifest["action_space"]
     if config.conversion == "actions" and (graph_space.get("kind") != space.kind
@@ -38,7 +46,8 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
         raise R2AInputError(f"{config.graph}: the graph's demos act in {graph_space.get('kind')} with "
                             f"{graph_space.get('dim')} dims, the base policy in {space.kind} with {space.dim}; "
                             "use conversion: response (or a graph of demos in the base's action space)")
-    net, layout, thresholds, artifacts = None, None, {}, {"graph": {"path": str(graph.path), "sha256": graph_sha}}
+    net, layout, thresholds = None, None, {}
+    artifacts = {"graph": {"path": str(graph.path), "sha256": graph_sha}, **harmonize_artifacts}
     if config.retrieval.mode == "gnn":
         ckpt, ckpt_sha = _retriever(str(resolve_path(str(config.retriever))))
         _check_same_graph(ckpt.graph, graph, config)

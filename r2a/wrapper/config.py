@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Literal
 
+from r2a.harmonize import HarmonizeSettings
 from r2a.retrieval.config import RetrievalSettings
 from r2a_core.config import TypedConfig
 from r2a_core.errors import R2AInputError
@@ -85,6 +86,7 @@ class R2AConfig(TypedConfig):
     """actions: fused recorded demo actions (the graph's action space is the base's); response: the anchored
     trajectory through the fitted controller response"""
     gate: GateSettings = field(default_factory=GateSettings)
+    harmonize: HarmonizeSettings = field(default_factory=HarmonizeSettings)
     recovery: RecoverySettings = field(default_factory=RecoverySettings)
     fallback: FallbackSettings = field(default_factory=FallbackSettings)
 

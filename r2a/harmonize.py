@@ -1,0 +1,189 @@
+"""Observation harmonization: a policy wrapper that makes camera images look like the demonstrations' before the
+base sees them — only when a visual-OOD detector says they do not.
+
+R2A corrects actions with kinematic priors and cannot see that the pictures are off; a global photometric shift
+(light, a recoloured background) is undone well by matching each image's per-channel statistics to the
+demonstrations', but the same matching hurts where the image is in distribution or the shift is geometric. So:
+
+* **detector** (:mod:`r2a_core.visual_ood`, one implementation with the learned gate's image signal): per camera
+  and frame, how *photometrically* unlike the demos the image is (the embedding's colour statistics); the
+  threshold is fitted on training-split renders so that it fires under light and background shifts and not on
+  clean frames or under geometric shifts (``r2a demos image-stats --fit-clean ... --fit-shifted ...``) and is
+  stored with the statistics;
+* **hysteresis**: a camera turns harmonization on when its score exceeds the threshold and off only when it falls
+  below ``release`` × the threshold, so it does not flicker within an episode;
+* **normalizers** (per camera, to the demos' pooled histograms): ``hist`` — per-channel histogram matching (a
+  256-entry lookup table per channel); ``meanstd`` — per-channel mean and standard deviation, cheaper;
+* ``mode``: ``gated`` (the above), ``always``, ``never`` (for ablations).
+
+:class:`HarmonizedPolicy` is a policy like every other: it transforms ``images/<camera>`` of each observation and
+calls the base; its reply carries ``harmonize`` (per camera: score, active).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from r2a_core.errors import R2AInputError
+from r2a_core.policy import Policy
+from r2a_core.types import image_key
+from r2a_core.visual_ood import CameraStats, ImageStats, pooled_image_features
+
+MODES = ("gated", "always", "never")
+NORMALIZERS = ("hist", "meanstd")
+
+
+@dataclass(frozen=True)
+class HarmonizeSettings:
+    """How a base policy's observations are harmonized (``harmonize:`` in an R2A config)."""
+
+    enabled: bool = False
+    """harmonize the base's observations (R2A config only; ``--policy harmonize:BASE`` always does)"""
+    image_stats: str = "r2a/assets/r2a_image_stats.json"
+    """the demos' image statistics with the detector's fitted threshold (r2a demos image-stats --fit-clean ... --fit-shifted ...)"""
+    mode: Literal["gated", "always", "never"] = "gated"
+    """gated: only while the detector fires; always / never: ablations"""
+    normalizer: Literal["hist", "meanstd"] = "hist"
+    """hist: per-channel histogram matching; meanstd: per-channel mean and standard deviation"""
+    release: float = 0.5
+    """hysteresis: a firing camera turns off below release × threshold"""
+
+
+def match_histogram_lut(image: np.ndarray, target_cdf: np.ndarray) -> np.ndarray:
+    """Per-channel lookup tables ``(3, 256)`` mapping ``image``'s value distribution onto ``target_cdf`` (3, 256)."""
+    luts = np.empty((3, 256), np.uint8)
+    n = image.shape[0] * image.shape[1]
+    for c in range(3):
+        cdf = np.cumsum(np.bincount(image[..., c].ravel(), minlength=256)) / n
+        luts[c] = np.clip(np.searchsorted(target_cdf[c], cdf - 1e-9, side="left"), 0, 255)
+    return luts
+
+
+def apply_luts(image: np.ndarray, luts: np.ndarray) -> np.ndarray:
+    out = np.empty_like(image)
+    for c in range(3):
+        out[..., c] = luts[c][image[..., c]]
+    return out
+
+
+def match_mean_std(image: np.ndarray, target_mean: np.ndarray, target_std: np.ndarray) -> np.ndarray:
+    """Per-channel affine map of ``image`` (uint8) to the target mean and standard deviation (0–255 units), applied
+    as a lookup table (the statistics from each channel's 256-bin histogram: no float copy of the image)."""
+    levels = np.arange(256.0)
+    luts = np.empty((3, 256), np.uint8)
+    n = image.shape[0] * image.shape[1]
+    for c in range(3):
+        hist = np.bincount(image[..., c].ravel(), minlength=256) / n
+        mean = float(hist @ levels)
+        std = max(float(np.sqrt(hist @ (levels - mean) ** 2)), 1.0)
+        luts[c] = np.clip((levels - mean) * (target_std[c] / std) + target_mean[c] + 0.5, 0, 255).astype(np.uint8)
+    return apply_luts(image, luts)
+
+
+@dataclass
+class CameraHarmonizer:
+    """One camera: its demo statistics, the detector's threshold, the normalizer and the hysteresis state."""
+
+    stats: CameraStats
+    threshold: float
+    normalizer: str
+    release: float
+    active: bool = False
+
+    def __post_init__(self) -> None:
+        hist = np.asarray(self.stats.histogram, np.float64)
+        self.cdf = np.cumsum(hist, axis=1) / np.maximum(hist.sum(axis=1, keepdims=True), 1e-12)
+        levels = np.arange(256.0)
+        self.mean = (hist * levels).sum(1) / np.maximum(hist.sum(1), 1e-12)
+        self.std = np.sqrt(np.maximum((hist * (levels - self.mean[:, None]) ** 2).sum(1) / np.maximum(hist.sum(1), 1e-12),
+                                      1.0))
+
+    def update(self, score: float) -> bool:
+        """Schmitt trigger on the score: on above the threshold, off below ``release`` × the threshold."""
+        if not np.isfinite(score):
+            return self.active
+        if self.active:
+            self.active = score >= self.release * self.threshold
+        else:
+            self.active = score > self.threshold
+        return self.active
+
+    def normalize(self, image: np.ndarray) -> np.ndarray:
+        if self.normalizer == "hist":
+            return apply_luts(image, match_histogram_lut(image, self.cdf))
+        return match_mean_std(image, self.mean, self.std)
+
+
+class HarmonizedPolicy:
+    """``base`` behind an observation normalizer gated by a visual-OOD detector (see the module docstring)."""
+
+    def __init__(self, base: Policy, stats: ImageStats, settings: HarmonizeSettings | None = None) -> None:
+        settings = settings or HarmonizeSettings(enabled=True)
+        if settings.mode not in MODES or settings.normalizer not in NORMALIZERS:
+            raise R2AInputError(f"harmonize: mode must be one of {', '.join(MODES)} and normalizer one of "
+                                f"{', '.join(NORMALIZERS)}; got {settings.mode!r}, {settings.normalizer!r}")
+        missing = [cam for cam, th in stats.thresholds.items() if th is None]
+        if settings.mode == "gated" and (not stats.thresholds or missing):
+            raise R2AInputError("harmonize (gated): the image stats carry no fitted detector threshold; fit one "
+                                "with 'r2a demos image-stats ... --fit-clean ... --fit-shifted ...' or use mode always/never")
+        self.base, self.settings = base, settings
+        self.cameras = {cam: CameraHarmonizer(s, float(stats.thresholds.get(cam) or np.inf), settings.normalizer,
+                                              settings.release) for cam, s in stats.cameras.items()}
+        self.action_space = getattr(base, "action_space", None)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        base = getattr(self.base, "metadata", None) or {}
+        return {**base, "harmonize": {"mode": self.settings.mode, "normalizer": self.settings.normalizer,
+                                      "cameras": sorted(self.cameras)}}
+
+    @property
+    def n_action_steps(self) -> int | None:
+        return getattr(self.base, "n_action_steps", None)
+
+    def reset(self) -> None:
+        for cam in self.cameras.values():
+            cam.active = False
+        self.base.reset()
+
+    def close(self) -> None:
+        close = getattr(self.base, "close", None)
+        if callable(close):
+            close()
+
+    def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
+        obs, report = self.harmonize(obs)
+        reply = self.base.infer(obs)
+        out = dict(reply) if isinstance(reply, dict) else {"actions": reply}
+        out["harmonize"] = report
+        return out
+
+    def harmonize(self, obs: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The observation with its camera images normalized where this frame calls for it, and what was done."""
+        out, report = dict(obs), {}
+        for name, cam in self.cameras.items():
+            key = image_key(name)
+            image = obs.get(key)
+            if image is None or np.ndim(image) != 3:
+                continue
+            image = np.asarray(image)
+            if self.settings.mode == "never":
+                report[name] = {"active": False}
+                continue
+            score = None
+            if self.settings.mode == "gated":
+                score = cam.stats.score(pooled_image_features(image), photometric=True)
+                active = cam.update(score)
+            else:
+                active = True
+            if active:
+                out[key] = cam.normalize(image.astype(np.uint8, copy=False))
+            report[name] = {"active": bool(active), "score": None if score is None else round(float(score), 3)}
+        return out, report
+
+
+__all__ = ["HarmonizeSettings", "HarmonizedPolicy", "MODES", "NORMALIZERS", "apply_luts", "match_histogram_lut",
+           "match_mean_std"]

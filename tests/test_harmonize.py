@@ -1,0 +1,114 @@
+"""Observation harmonization: histogram matching, the detector's threshold, hysteresis, and composition with a base
+policy and with R2A."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from r2a.harmonize import (CameraHarmonizer, HarmonizeSettings, HarmonizedPolicy, apply_luts, match_histogram_lut,
+                           match_mean_std)
+from r2a_core.errors import R2AInputError
+from r2a_core.types import OSC_POSE_DELTA
+from r2a_core.visual_ood import ImageStats, fit_camera_stats, fit_threshold, roc_auc
+
+
+def test_histogram_matching_maps_a_two_level_image_onto_a_two_level_target():
+    image = np.zeros((4, 4, 3), np.uint8)
+    image[:2], image[2:] = 10, 20  # half the pixels 10, half 20, every channel
+    target = np.zeros((3, 256))
+    target[:, 100], target[:, 200] = 0.5, 0.5
+    luts = match_histogram_lut(image, np.cumsum(target, axis=1))
+    out = apply_luts(image, luts)
+    assert set(np.unique(out[:2])) == {100} and set(np.unique(out[2:])) == {200}
+    assert luts[0][10] == 100 and luts[0][20] == 200
+
+
+def test_mean_std_matching_hits_the_target_statistics():
+    rng = np.random.default_rng(0)
+    image = rng.integers(40, 80, (32, 32, 3), dtype=np.uint8)
+    out = match_mean_std(image, np.array([120.0, 100.0, 90.0]), np.array([30.0, 20.0, 10.0]))
+    np.testing.assert_allclose(out.reshape(-1, 3).mean(0), [120, 100, 90], atol=1.5)
+    np.testing.assert_allclose(out.reshape(-1, 3).std(0), [30, 20, 10], atol=1.5)
+
+
+def test_the_threshold_separates_what_should_fire_from_what_should_not():
+    assert fit_threshold([0.1, 0.2, 0.3], [5.0, 6.0]) == pytest.approx(np.sqrt(0.3 * 5.0))
+    assert roc_auc([0.1, 0.2], [0.3, 0.4]) == 1.0 and roc_auc([1.0, 1.0], [1.0, 1.0]) == 0.5
+    with pytest.raises(R2AInputError, match="at least 2"):
+        fit_threshold([0.1], [1.0, 2.0])
+
+
+def _stats(threshold: float | None = 2.0) -> ImageStats:
+    rng = np.random.default_rng(1)
+    frames = [np.clip(rng.normal(120, 20, (32, 32, 3)), 0, 255).astype(np.uint8) for _ in range(40)]
+    return ImageStats(cameras={"agentview": fit_camera_stats(frames)}, thresholds={"agentview": threshold})
+
+
+def test_hysteresis_turns_on_above_the_threshold_and_off_only_below_the_release():
+    cam = CameraHarmonizer(_stats().cameras["agentview"], threshold=1.0, normalizer="hist", release=0.5)
+    assert [cam.update(s) for s in (0.5, 1.2, 0.8, 0.6, 0.4, 0.9, float("nan"), 1.1)] == \
+        [False, True, True, True, False, False, False, True]
+
+
+class RecordingBase:
+    action_space = OSC_POSE_DELTA
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def reset(self) -> None:
+        self.seen.clear()
+
+    def infer(self, obs):
+        self.seen.append(obs)
+        return {"actions": np.zeros((16, 7), np.float32)}
+
+
+def test_the_policy_normalizes_only_when_the_detector_fires_and_modes_ablate_it():
+    stats = _stats()
+    dark = np.full((32, 32, 3), 15, np.uint8)  # a photometric shift
+    normal = np.clip(np.random.default_rng(2).normal(120, 20, (32, 32, 3)), 0, 255).astype(np.uint8)
+    base = RecordingBase()
+    policy = HarmonizedPolicy(base, stats, HarmonizeSettings(enabled=True, mode="gated"))
+    out = policy.infer({"images/agentview": normal, "prompt": "x"})
+    assert out["harmonize"]["agentview"]["active"] is False and base.seen[-1]["images/agentview"] is normal
+    out = policy.infer({"images/agentview": dark, "prompt": "x"})
+    assert out["harmonize"]["agentview"]["active"] is True
+    assert base.seen[-1]["images/agentview"].mean() > 60  # brought toward the demos' brightness
+    assert base.seen[-1]["prompt"] == "x" and out["actions"].shape == (16, 7)
+    policy.reset()
+    assert not policy.cameras["agentview"].active
+    never = HarmonizedPolicy(RecordingBase(), stats, HarmonizeSettings(enabled=True, mode="never"))
+    never.infer({"images/agentview": dark})
+    assert never.base.seen[-1]["images/agentview"] is dark
+    always = HarmonizedPolicy(RecordingBase(), _stats(None), HarmonizeSettings(enabled=True, mode="always",
+                                                                                normalizer="meanstd"))
+    always.infer({"images/agentview": normal})
+    assert always.base.seen[-1]["images/agentview"] is not normal
+    with pytest.raises(R2AInputError, match="no fitted detector threshold"):
+        HarmonizedPolicy(RecordingBase(), _stats(None), HarmonizeSettings(enabled=True, mode="gated"))
+
+
+def test_r2a_composes_with_a_harmonized_base_and_keeps_raw_images_for_itself(tmp_path):
+    from graph_builder.build import build_graph_from_episodes
+    from graph_builder.storage import save_graph
+    from graph_builder.synthetic import synthetic_episodes
+    from r2a.wrapper.build import build_r2a, load_r2a_config
+    from r2a_core.visual_ood import save_image_stats
+
+    graph = save_graph(build_graph_from_episodes(synthetic_episodes(2000, seed=0, num_tasks=2, mean_length=80)),
+                       tmp_path / "graph")
+    stats_path = save_image_stats(_stats(), tmp_path / "stats.json")
+    config = load_r2a_config(None, [f"graph={graph}", "retriever=null", "retrieval.mode=knn", "recovery.enabled=false",
+                                    "gate.kind=constant", "harmonize.enabled=true",
+                                    f"harmonize.image_stats={stats_path}"])
+    inner = RecordingBase()
+    policy = build_r2a(config, inner)
+    assert isinstance(policy.base, HarmonizedPolicy) and "harmonize_stats" in policy.metadata["artifacts"]
+    dark = np.full((32, 32, 3), 15, np.uint8)
+    out = policy.infer({"state/ee_pos": np.array([0.0, 0.0, 1.0]), "state/ee_quat": np.array([0.0, 1.0, 0.0, 0.0]),
+                        "state/gripper": np.float32(1.0), "prompt": "lift the cube", "state/step": 0,
+                        "images/agentview": dark})
+    assert out["harmonize"]["agentview"]["active"] and inner.seen[-1]["images/agentview"].mean() > 60
+    assert np.isfinite(out["actions"]).all()
