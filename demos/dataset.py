@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import hashlib
 from pathlib import Path
 
@@ -50,3 +52,20 @@ def source_fingerprint(path: str | Path) -> str:
             for block in iter(lambda: handle.read(1 << 20), b""):
                 digest.update(block)
     return digest.hexdigest()
+def episode_seeds(episode: Any) -> list[int]:
+    """Every seed a recorded episode came from: its environment seed and, when re-rendered or rolled out under a
+    shift, the shift's parameter seed (what the seed rule checks)."""
+    meta = episode.meta if isinstance(episode.meta, dict) else {}
+    seeds = [int(meta["seed"])] if isinstance(meta.get("seed"), int) else []
+    shift = meta.get("shift")
+    if isinstance(shift, dict) and isinstance(shift.get("seed"), int):
+        seeds.append(int(shift["seed"]))
+    return seeds
+
+
+def episode_condition(episode: Any) -> str:
+    """``factor:level`` of an episode recorded under a shift (its ``meta["shift"]``), else ``clean``."""
+    shift = episode.meta.get("shift") if isinstance(episode.meta, dict) else None
+    return f"{shift['factor']}:{shift.get('level')}" if isinstance(shift, dict) and shift.get("factor") else "clean"
+
+

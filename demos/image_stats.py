@@ -9,6 +9,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from r2a_core.errors import R2AInputError
+from r2a_core.seeds import TEST_SEED_START
 from r2a_core.visual_ood import (ImageStats, fit_camera_stats, fit_threshold, pooled_image_features, roc_auc,
                                  save_image_stats)
 
@@ -43,10 +44,6 @@ def _frames(episodes: list[tuple[str, list]], camera: str, stride: int) -> Itera
                 yield from images[::stride]
 
 
-#: calibration, training and tuning use seeds below this; the detector is fitted only on such renders
-TEST_SEED_START = 100_000
-
-
 #: shift factors a photometric normalizer can undo: the detector should fire on these, not on the others
 PHOTOMETRIC_FACTORS = ("light", "background")
 
@@ -57,12 +54,12 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
     the photometric score should exceed it under ``photometric_factors`` and not on clean frames or under the
     other factors (geometric or non-visual shifts, where normalizing hurts). Returns the record: frames, the
     threshold, ROC-AUC of clean vs each condition and the share of each condition's frames that fire."""
-    from demos.dataset import load_episodes
+    from demos.dataset import episode_condition, episode_seeds, load_episodes
 
     clean_eps = [ep for p in clean for ep in load_episodes(p)]
     shifted_eps = [ep for p in shifted for ep in load_episodes(p)]
     for ep in clean_eps + shifted_eps:
-        for seed in _seeds(ep):
+        for seed in episode_seeds(ep):
             if seed >= TEST_SEED_START:
                 raise R2AInputError(f"a render of seed {seed} (episode of {ep.task}): the detector is fitted on "
                                     f"training-split seeds only (below {TEST_SEED_START})")
@@ -74,7 +71,7 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
 
         by_condition: dict[str, np.ndarray] = {"clean": np.array(scores(clean_eps))}
         for ep in shifted_eps:
-            by_condition[_condition(ep)] = np.concatenate([by_condition.get(_condition(ep), np.zeros(0)),
+            by_condition[episode_condition(ep)] = np.concatenate([by_condition.get(episode_condition(ep), np.zeros(0)),
                                                            scores([ep])])
         positive = [c for c in by_condition if c.split(":")[0] in photometric_factors]
         if len(by_condition["clean"]) < 2 or not positive:
@@ -93,20 +90,6 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
                           "fitted_on": {"clean": [str(p) for p in clean], "shifted": [str(p) for p in shifted]}}
     stats.detector = record
     return record
-
-
-def _seeds(ep: Any) -> list[int]:
-    meta = ep.meta if isinstance(ep.meta, dict) else {}
-    seeds = [meta["seed"]] if isinstance(meta.get("seed"), int) else []
-    shift = meta.get("shift")
-    if isinstance(shift, dict) and isinstance(shift.get("seed"), int):
-        seeds.append(shift["seed"])
-    return seeds
-
-
-def _condition(ep: Any) -> str:
-    shift = ep.meta.get("shift") if isinstance(ep.meta, dict) else None
-    return f"{shift['factor']}:{shift.get('level')}" if isinstance(shift, dict) and shift.get("factor") else "clean"
 
 
 def write_image_stats(paths: Sequence[str | Path], out: str | Path, cameras: Sequence[str] = ("agentview",),

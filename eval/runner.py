@@ -191,7 +191,7 @@ def _finished_keys(path: Path, retry_errors: bool = True) -> set[tuple]:
 
     if not path.exists():
         return set()
-    _drop_torn_tail(path)
+    drop_torn_tail(path)
     records = load_records(path)
     errored = sum(rec.get("error") is not None for rec in records)
     if errored:
@@ -200,7 +200,7 @@ def _finished_keys(path: Path, retry_errors: bool = True) -> set[tuple]:
     return {job_key(rec) for rec in records if not retry_errors or rec.get("error") is None}
 
 
-def _drop_torn_tail(path: Path) -> None:
+def drop_torn_tail(path: Path) -> None:
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         keep = data[: data.rfind(b"\n") + 1]

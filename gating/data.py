@@ -106,16 +106,13 @@ def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, 
 
 def _episode_seeds(ep: Episode, seeds: set[int], shifts: set[str]) -> int:
     """Record the episode's environment seed and its shift's seed and setting; return the environment seed."""
+    from demos.dataset import episode_condition, episode_seeds
+
+    seeds.update(episode_seeds(ep))
+    if episode_condition(ep) != "clean":
+        shifts.add(episode_condition(ep))
     meta = ep.meta if isinstance(ep.meta, dict) else {}
-    seed = int(meta.get("seed", -1))
-    if seed >= 0:
-        seeds.add(seed)
-    shift = meta.get("shift")
-    if isinstance(shift, dict) and shift.get("factor"):
-        shifts.add(f"{shift['factor']}:{shift.get('level')}")
-        if isinstance(shift.get("seed"), int):
-            seeds.add(int(shift["seed"]))
-    return seed
+    return int(meta["seed"]) if isinstance(meta.get("seed"), int) else -1
 
 
 def _append(rows: dict[str, list[Any]], raw: Any, expert: np.ndarray, episode: int, seed: int, dim: int) -> None:

@@ -23,7 +23,7 @@ def evaluate_gate(gate_dir: str | Path, data_paths: Sequence[str | Path], n_boot
     import torch
 
     from gating.data import load_gate_data
-    from gating.train import _feature_matrix
+    from gating.train import feature_matrix
     from r2a.retrieval.offline import chunk_errors, mean_ci
     from r2a.wrapper.gate_checkpoint import load_gate
 
@@ -32,7 +32,7 @@ def evaluate_gate(gate_dir: str | Path, data_paths: Sequence[str | Path], n_boot
     arrays, meta = data["arrays"], data["meta"]
     layout = ckpt.layout
     with torch.no_grad():
-        s = ckpt.net(torch.as_tensor(_feature_matrix(arrays, layout), dtype=torch.float32)).numpy().astype(np.float64)
+        s = ckpt.net(torch.as_tensor(feature_matrix(arrays, layout), dtype=torch.float32)).numpy().astype(np.float64)
     m = list(layout.motion_dims)
     base, ref, expert = (arrays[k].astype(np.float64) for k in ("base", "reference", "expert"))
     fixed_t, fixed_r = ckpt.provenance.get("best_constant", [0.0, 0.0])

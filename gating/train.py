@@ -23,6 +23,7 @@ from gating.config import GateTrainConfig
 from gating.data import load_gate_data
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_path, write_json_atomic
+from r2a_core.seeds import HELD_OUT_SEED_START, TEST_SEED_START
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,7 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     full = GateLayout.from_dict(meta["layout"])
     layout = GateLayout(steps=full.steps, action_dim=full.action_dim, motion_dims=full.motion_dims,
                         signals=tuple(config.signals), camera=full.camera)
-    x = _feature_matrix(arrays, layout)
+    x = feature_matrix(arrays, layout)
     m = list(layout.motion_dims)
     base, ref, expert = (torch.as_tensor(arrays[k][:, :, m], dtype=torch.float32) for k in ("base", "reference", "expert"))
     val = (arrays["episode"] % config.holdout_every) == config.holdout_every - 1
@@ -134,10 +135,11 @@ def _check_training_split(meta: dict[str, Any], config: GateTrainConfig) -> None
     if other:
         raise R2AInputError(f"the gate data holds shift settings outside the training split ({', '.join(other)}); "
                             f"training_shifts: {', '.join(config.training_shifts)}")
-    test = [s for s in meta["seeds"] if s >= 100_000]
+    test = [s for s in meta["seeds"] if s >= TEST_SEED_START]
     if test:
-        raise R2AInputError(f"the gate data holds episodes of seed {test[0]} (100000+ are the benchmark's test "
-                            "seeds, 500000+ held-out evaluation): train only below 100000")
+        raise R2AInputError(f"the gate data holds episodes of seed {test[0]} ({TEST_SEED_START}+ are the benchmark's "
+                            f"test seeds, {HELD_OUT_SEED_START}+ held-out evaluation): train only below "
+                            f"{TEST_SEED_START}")
 
 
 def best_constant_gate(arrays: dict[str, np.ndarray], rows: np.ndarray, motion: list[int],
@@ -180,7 +182,7 @@ def _validate(net: Any, tensors: list[Any], val_idx: np.ndarray, s_penalty: floa
                 "val_ref_mm": round(mm(ref), 3), "val_mean_S": [round(v, 4) for v in s.mean(0).tolist()]}
 
 
-def _feature_matrix(arrays: dict[str, np.ndarray], layout: Any) -> np.ndarray:
+def feature_matrix(arrays: dict[str, np.ndarray], layout: Any) -> np.ndarray:
     """The gate's input vector of every stored row (the run-time code, row by row)."""
     from r2a.wrapper.learned_gate import GateRaw, features_from_raw
 
@@ -253,4 +255,4 @@ def plot_training_curve(history: list[dict[str, Any]], path: Path) -> None:
         fig.savefig(tmp, format="png", dpi=110)
 
 
-__all__ = ["best_constant_gate", "plot_training_curve", "train_gate"]
+__all__ = ["best_constant_gate", "feature_matrix", "plot_training_curve", "train_gate"]

@@ -8,11 +8,8 @@ from typing import ClassVar
 from eval.calibration.fit import DEFAULT_TARGETS
 from r2a_core.config import TypedConfig
 from r2a_core.errors import R2AInputError
+from r2a_core.seeds import HELD_OUT_SEED_START, TEST_SEED_START
 
-#: benchmark test seeds start here; calibration must stay below
-TEST_SEED_START = 100_000
-#: seeds from here on are reserved for held-out evaluation: nothing may calibrate on them
-HELD_OUT_SEED_START = 500_000
 
 
 @dataclass
@@ -72,4 +69,4 @@ class CalibrationConfig(TypedConfig):
         return [self.seed + i for i in range(self.episodes)]
 
 
-__all__ = ["HELD_OUT_SEED_START", "TEST_SEED_START", "CalibrationConfig"]
+__all__ = ["CalibrationConfig"]

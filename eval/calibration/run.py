@@ -84,9 +84,9 @@ class Sweep:
         path = out_dir / RESULTS
         if path.exists():
             from eval.report import load_records
-            from eval.runner import _drop_torn_tail
+            from eval.runner import drop_torn_tail  # a kill mid-write leaves a torn last line
 
-            _drop_torn_tail(path)
+            drop_torn_tail(path)
             for rec in load_records(path, dedupe=False):  # the last record of an episode wins
                 if rec.get("error") is None:  # errored episodes are run again
                     self.records[_record_key(rec)] = rec

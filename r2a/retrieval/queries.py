@@ -67,10 +67,9 @@ class QuerySet:
 
 def condition_of(episode: Episode, file_attrs: dict[str, Any] | None = None) -> str:
     """``factor:level`` of a re-rendered episode (from its meta), else ``clean``."""
-    shift = episode.meta.get("shift") if isinstance(episode.meta, dict) else None
-    if isinstance(shift, dict) and shift.get("factor"):
-        return f"{shift['factor']}:{shift.get('level')}"
-    return CLEAN_CONDITION
+    from demos.dataset import episode_condition
+
+    return episode_condition(episode)
 
 
 def base_chunks(policy: Any, episode: Episode, frames: np.ndarray, batch: int) -> np.ndarray:
