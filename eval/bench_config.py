@@ -33,6 +33,9 @@ class BenchConfig(TypedConfig):
     """steps executed from each action chunk before re-querying the policy (null: the policy's own setting)"""
     competence_threshold: float = 0.2
     """tasks whose clean SR is below this are reported but excluded from ΔSR aggregates"""
+    base_policy: str | None = None
+    """the frozen policy the others are measured against: the baseline of the uplift tables and the headline, and
+    the one whose clean SR screens tasks for every policy (null: each pair in sorted order, own clean SR)"""
     n_resamples: int = 10_000
     """paired-bootstrap resamples"""
     save_trajectories: bool = False

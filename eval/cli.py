@@ -1,6 +1,8 @@
 """``r2a bench``: the shift benchmark (run, compare, report) and performance benchmarks.
 
 ``r2a bench compare A_DIR B_DIR`` — two results directories paired episode by episode (:mod:`eval.compare`).
+``r2a bench merge OUT A_DIR B_DIR ...`` — runs made separately (the frozen base once, each wrapper later) joined into
+one results directory and its full report (:mod:`eval.merge`).
 
 ``r2a bench calibrate --factor F --policy builtin [--seeds 80000:80010]`` — sweep a factor's severity knob on
 calibration seeds, fit success against severity and write the chosen L1–L3 into ``configs/bench/factors.yaml``
@@ -33,7 +35,7 @@ DEFAULT_LEVELS = _CONFIGS / "bench" / "factors.yaml"
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,calibrate,compare,report,perf}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,calibrate,compare,merge,report,perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
                                        "appended to OUT/results.jsonl as they finish, and a rerun resumes.",
@@ -71,6 +73,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     compare.add_argument("--policy-a", help="policy of A to compare (needed when A holds several)")
     compare.add_argument("--policy-b", help="policy of B to compare (needed when B holds several)")
     compare.add_argument("--json", type=Path, metavar="PATH", help="also write the comparison as JSON")
+    merge = sub.add_parser("merge", help="join runs made separately into one results directory and report",
+                           description="Write OUT/results.jsonl and OUT/run.json from several 'r2a bench run' "
+                                       "directories of the same episodes (the frozen base run once, each wrapper "
+                                       "later) and build the full report; refuses runs of other episodes, a policy "
+                                       "in two runs, or shared episodes whose seeds, start state or shift differ.")
+    merge.add_argument("out", type=Path, metavar="OUT")
+    merge.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR")
+    merge.add_argument("--base-policy", metavar="NAME",
+                       help="baseline of the uplift and headline tables (default: the first run's config)")
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
     perf = sub.add_parser("perf", help="performance benchmarks")
@@ -173,6 +184,11 @@ def run(args: argparse.Namespace) -> int:
         return _bench_report(args)
     if args.command == "compare":
         return _bench_compare(args)
+    if args.command == "merge":
+        from eval.merge import merge_runs
+
+        _print_headline(merge_runs(args.out, args.runs, args.base_policy), args.out)
+        return 0
     if args.command == "perf" and args.perf_command == "graph":
         return _perf_graph(args)
     if args.command == "perf" and args.perf_command == "retrieval":
@@ -334,3 +350,18 @@ def _print_headline(summary: dict, out: Path) -> None:
                       "records": integrity.get("valid"), "expected": integrity.get("expected_jobs"),
                       "hash_mismatch": integrity.get("hash_mismatch"),
                       "seed_mismatch": integrity.get("seed_mismatch")}))
+    for h in summary.get("headline") or []:
+        print(_headline_line(h))
+
+
+def _headline_line(h: dict) -> str:
+    """The uplift of one pair in one line, for people (the JSON line above is for scripts)."""
+    def pts(x: Any) -> str:
+        return "n/a" if x is None else f"{100 * x:+.1f}"
+
+    lo, hi = h["pooled_ci"]
+    clean = h["clean"]
+    return (f"uplift {h['candidate']} vs {h['baseline']}: {pts(h['pooled_uplift'])} SR points pooled over "
+            f"{h['n_pairs']} shifted pairs [95% CI {pts(lo)}, {pts(hi)}], mean {pts(h['mean_uplift'])} over "
+            f"{h['n_conditions']} conditions; CI above 0 on {len(h['factors_ci_above_zero'])} of {len(h['factors'])} "
+            f"factor(s); clean SR {pts(clean['uplift'])} points")

@@ -35,6 +35,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from eval.headline import REFERENCE_LABEL, REFERENCE_UPLIFT, headline_rows
 from eval.stats import (
     ALL_STAGES_REACHED,
     clean_competence,
@@ -165,7 +166,8 @@ def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed:
         "conditions": [_condition_row(jobs, key, boot) for key in jobs.conditions()],
         "aggregates": [_aggregate_row(jobs, policy, factor, level, competent[policy], boot)
                        for policy, factor, level in jobs.factor_levels()],
-        "uplift": _uplift_rows(jobs, boot),
+        "uplift": (uplift := _uplift_rows(jobs, boot)),
+        "headline": headline_rows(uplift, _shown_pairs(jobs.policies, config.get("base_policy"))),
         "errors": [{**{f: rec[f] for f in JOB_FIELDS}, "error": rec["error"]}
                    for rec in sorted(jobs.all, key=job_key) if rec.get("error") is not None],
         "failure_frames": _failure_frames(jobs),
@@ -371,20 +373,31 @@ def _macro(arrays: Iterable[np.ndarray]) -> float:
 
 
 def _uplift_rows(jobs: _Jobs, boot: Mapping[str, int]) -> list[dict[str, Any]]:
-    """SR(candidate) − SR(baseline) on the same perturbed jobs, for every ordered pair of policies."""
+    """SR(candidate) − SR(baseline) on the same jobs, for every ordered pair of policies: per perturbed
+    (factor, level) stratified by task, per factor pooled over its levels (level None, strata task × level),
+    over every perturbed job (factor ``"all"``, strata task × factor × level) and on the clean jobs
+    (factor ``"clean"``, level 0)."""
     rows = []
-    shifted = [job_key(r) for r in jobs.valid if r["factor"] != CLEAN]
-    factor_levels = sorted({(f, lvl) for _, _, f, lvl, _ in shifted})
+    keys = [job_key(r) for r in jobs.valid]
+    factor_levels = sorted({(f, lvl) for _, _, f, lvl, _ in keys if f != CLEAN})
+    factors = sorted({f for f, _ in factor_levels})
+    by_task, by_task_level = (lambda k: k[0]), (lambda k: f"{k[0]}|L{k[2]}")
     for baseline in jobs.policies:
         for candidate in jobs.policies:
             if candidate == baseline:
                 continue
-            shared = sorted({k[1:] for k in shifted if k[0] == baseline and (candidate, *k[1:]) in jobs.by_job})
+            shared = sorted({k[1:] for k in keys if k[0] == baseline and (candidate, *k[1:]) in jobs.by_job})
+            shifted = [k for k in shared if k[1] != CLEAN]
             for factor, level in factor_levels:
-                cells = [k for k in shared if k[1] == factor and k[2] == level]
-                rows.append(_uplift_row(jobs, baseline, candidate, factor, level, cells, lambda k: k[0], boot))
-            rows.append(_uplift_row(jobs, baseline, candidate, "all", None, shared,
+                cells = [k for k in shifted if k[1] == factor and k[2] == level]
+                rows.append(_uplift_row(jobs, baseline, candidate, factor, level, cells, by_task, boot))
+            for factor in factors:
+                cells = [k for k in shifted if k[1] == factor]
+                rows.append(_uplift_row(jobs, baseline, candidate, factor, None, cells, by_task_level, boot))
+            rows.append(_uplift_row(jobs, baseline, candidate, "all", None, shifted,
                                     lambda k: f"{k[0]}|{k[1]}|L{k[2]}", boot))
+            rows.append(_uplift_row(jobs, baseline, candidate, CLEAN, 0, [k for k in shared if k[1] == CLEAN],
+                                    by_task, boot))
     return rows
 
 
@@ -401,11 +414,42 @@ def _uplift_row(jobs: _Jobs, baseline: str, candidate: str, factor: str, level: 
     base_all = np.concatenate([b for b, _ in pairs.values()]) if pairs else np.zeros(0, bool)
     cand_all = np.concatenate([c for _, c in pairs.values()]) if pairs else np.zeros(0, bool)
     trans = transitions(base_all, cand_all)
+    record_pairs = [(jobs.by_job[(baseline, *job)], jobs.by_job[(candidate, *job)]) for job in shared]
     return {"baseline": baseline, "candidate": candidate, "factor": factor, "level": level,
             "n_pairs": delta["n_pairs"], "n_strata": delta["n_tasks"],
             "baseline_sr": _macro(b for b, _ in pairs.values()), "candidate_sr": _macro(c for _, c in pairs.values()),
             "uplift": delta["delta"], "uplift_ci": [delta["lo"], delta["hi"]],
-            "transitions": trans, "mcnemar_p": mcnemar_exact(trans["S->F"], trans["F->S"])}
+            "transitions": trans, "mcnemar_p": mcnemar_exact(trans["S->F"], trans["F->S"]),
+            **_paired_diagnostics(record_pairs)}
+
+
+def _paired_diagnostics(pairs: Sequence[tuple[Record, Record]]) -> dict[str, Any]:
+    """What changed between the baseline's and the candidate's run of the same jobs, beyond the SR.
+
+    ``fixed_at``: where the baseline had stopped (first incomplete stage) on the F→S pairs — the stage the
+    candidate fixes; ``broken_at``: where the candidate stops on the S→F pairs. ``both_failed``: on pairs that
+    fail in both, the mean progress of each and how often the candidate gets further or less far (does it move
+    failures later?). ``trajectory_both_success``: mean trajectory metrics of each on the pairs that succeed in
+    both (smoother or jerkier successful motion?).
+    """
+    def first_incomplete(records: Iterable[Record]) -> dict[str, int]:
+        hist: dict[str, int] = defaultdict(int)
+        for rec in records:
+            hist[rec.get("first_incomplete_stage") or ALL_STAGES_REACHED] += 1
+        return dict(sorted(hist.items()))
+
+    fixed = [b for b, c in pairs if not b["success"] and c["success"]]
+    broken = [c for b, c in pairs if b["success"] and not c["success"]]
+    failed = [(float(b.get("progress") or 0.0), float(c.get("progress") or 0.0))
+              for b, c in pairs if not b["success"] and not c["success"]]
+    both = [(b, c) for b, c in pairs if b["success"] and c["success"]]
+    return {"fixed_at": first_incomplete(fixed), "broken_at": first_incomplete(broken),
+            "both_failed": {"n": len(failed),
+                            "baseline_progress": float(np.mean([b for b, _ in failed])) if failed else math.nan,
+                            "candidate_progress": float(np.mean([c for _, c in failed])) if failed else math.nan,
+                            "later": sum(c > b for b, c in failed), "earlier": sum(c < b for b, c in failed)},
+            "trajectory_both_success": {"n": len(both), "baseline": _mean_metrics([b for b, _ in both]),
+                                        "candidate": _mean_metrics([c for _, c in both])}}
 
 
 # --------------------------------------------------------------------------------------------- integrity
@@ -544,6 +588,7 @@ def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = (),
         f"clean-competence threshold {s['competence_threshold']}"
         + (f" on `{s['base_policy']}`'s clean SR." if s.get("base_policy") else " on each policy's clean SR."), "",
         *_integrity_md(summary["integrity"]),
+        *_headline_md(summary.get("headline") or []),
         "## Clean runs", "", _table(["policy", "task", "n", "SR [95% CI]", "score", "competent"],
                                     [[r["policy"], r["task"], r["n"], _sr_ci(r["sr"], r["sr_ci"]),
                                       _num(r["normalized_score"]), "yes" if r["competent"] else "no"]
@@ -562,6 +607,7 @@ def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = (),
                  r["transitions"]["S->F"], r["transitions"]["F->S"], _num(r["mcnemar_p"])]
                 for r in summary["aggregates"]]), "",
         *_uplift_md(summary["uplift"], summary["settings"].get("base_policy")),
+        *_paired_md(summary["uplift"], summary.get("headline") or []),
         *_wrapper_md(summary.get("wrapper") or []),
         *_stages_md(summary["conditions"]),
         *_trajectory_md(summary["conditions"]),
@@ -617,6 +663,12 @@ def _errors_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 def _provenance_md(provenance: Mapping[str, Any] | None) -> list[str]:
     if not provenance:
         return []
+    if provenance.get("merged_from"):
+        lines = ["## Provenance", "", f"Merged by `{provenance.get('command')}` from runs made separately:", ""]
+        for source in provenance["merged_from"]:
+            body = _provenance_md(source.get("provenance"))[2:] or ["- no provenance recorded", ""]
+            lines += [f"### `{source['dir']}` ({', '.join(source['policies'])})", "", *body]
+        return lines
     git, versions = provenance.get("git") or {}, provenance.get("versions") or {}
     machine = provenance.get("machine") or {}
     dirty = " (uncommitted changes)" if git.get("dirty") else ""
@@ -668,6 +720,58 @@ def _uplift_md(rows: Sequence[Mapping[str, Any]], base_policy: str | None = None
                      r["n_pairs"], _num(r["baseline_sr"]), _num(r["candidate_sr"]),
                      _sr_ci(r["uplift"], r["uplift_ci"]), r["transitions"]["S->F"], r["transitions"]["F->S"],
                      _num(r["mcnemar_p"])] for r in rows]), ""]
+
+
+def _headline_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Does the candidate help? One line per pair, with the goal's three checks."""
+    if not rows:
+        return []
+    def mark(ok: bool) -> str:
+        return "yes" if ok else "no"
+
+    body = [[r["baseline"], r["candidate"], r["n_conditions"], _num(r["mean_uplift"]),
+             _sr_ci(r["pooled_uplift"], r["pooled_ci"]), r["n_pairs"],
+             ", ".join(r["factors_ci_above_zero"]) or "–", ", ".join(r["factors_ci_below_zero"]) or "–",
+             f"{_num(r['clean']['baseline_sr'])} → {_num(r['clean']['candidate_sr'])}",
+             _sr_ci(r["clean"]["uplift"], r["clean"]["ci"]),
+             " / ".join(mark(r["goal"][k]) for k in ("mean_uplift", "factors_ci_above_zero", "clean_not_lower"))]
+            for r in rows]
+    return ["## Headline", "", "Uplift = SR(candidate) − SR(baseline) on the same episodes. Mean over the perturbed "
+            "conditions (factor × level, each macro-averaged over tasks); pooled over every perturbed pair with its "
+            "paired bootstrap CI; factors whose pooled CI lies above / below zero. Goal (issue 24): mean uplift "
+            "≥ +0.15, CI above zero on ≥ 4 factors, clean SR not lower by more than 0.01.", "",
+            _table(["baseline", "candidate", "conditions", "mean uplift", "pooled uplift [95% CI]", "pairs",
+                    "CI > 0", "CI < 0", "clean SR", "clean uplift [95% CI]", "goal met (mean / factors / clean)"],
+                   body), ""]
+
+
+def _paired_md(rows: Sequence[Mapping[str, Any]], headlines: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per factor (pooled over levels) for each headline pair: which stage the candidate fixes and breaks,
+    whether failures move later, and trajectory quality on the pairs that succeed in both."""
+    shown = {(h["baseline"], h["candidate"]) for h in headlines}
+    rows = [r for r in rows if (r["baseline"], r["candidate"]) in shown and r["level"] is None
+            and r["factor"] != "all"]
+    if not rows:
+        return []
+    def hist(h: Mapping[str, int]) -> str:
+        return ", ".join(f"{k} {v}" for k, v in h.items() if v) or "–"
+
+    def traj(r: Mapping[str, Any], metric: str) -> str:
+        t = r["trajectory_both_success"]
+        return f"{_num(t['baseline'].get(metric))} → {_num(t['candidate'].get(metric))}" if t["n"] else "–"
+
+    body = [[r["baseline"], r["candidate"], r["factor"], r["transitions"]["F->S"], hist(r["fixed_at"]),
+             r["transitions"]["S->F"], hist(r["broken_at"]), r["both_failed"]["n"],
+             f"{_num(r['both_failed']['baseline_progress'])} → {_num(r['both_failed']['candidate_progress'])}",
+             f"{r['both_failed']['later']} / {r['both_failed']['earlier']}", r["trajectory_both_success"]["n"],
+             traj(r, "integrated_squared_jerk"), traj(r, "sparc"), traj(r, "time_to_success")] for r in rows]
+    return ["## Paired diagnostics per factor (baseline → candidate, pooled over levels)", "",
+            "F→S: the baseline's first incomplete stage on the pairs the candidate fixes; S→F: the candidate's on "
+            "the pairs it breaks; both failed: mean progress and how often the candidate got further / less far; "
+            "trajectory metrics on the pairs that succeed in both (jerk: integrated squared jerk, lower is "
+            "smoother; SPARC: closer to 0 is smoother; time to success in s).", "",
+            _table(["baseline", "candidate", "factor", "F→S", "fixed at", "S→F", "broken at", "both failed",
+                    "progress", "further / less far", "both succeed", "jerk", "SPARC", "time to success"], body), ""]
 
 
 def _wrapper_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -733,7 +837,7 @@ def _sr_ci(value: Any, ci: Sequence[Any]) -> str:
 
 # ---------------------------------------------------------------------------------------------- figures
 
-FIGURES = ("delta_sr.png", "sr_heatmap.png", "failure_depth.png", "uplift.png")
+FIGURES = ("delta_sr.png", "sr_heatmap.png", "failure_depth.png", "uplift.png", "uplift_by_factor.png")
 
 
 def _write_figures(out_dir: Path, summary: Mapping[str, Any]) -> tuple[list[Path], dict[str, str]]:
@@ -743,7 +847,8 @@ def _write_figures(out_dir: Path, summary: Mapping[str, Any]) -> tuple[list[Path
         from matplotlib.figure import Figure  # noqa: F401  (imported here: heavy, needed only for figures)
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise R2AInputError("the benchmark report's figures need matplotlib: pip install matplotlib") from exc
-    plots = dict(zip(FIGURES, (_plot_delta_sr, _plot_heatmap, _plot_failure_depth, _plot_uplift)))
+    plots = dict(zip(FIGURES, (_plot_delta_sr, _plot_heatmap, _plot_failure_depth, _plot_uplift,
+                                 _plot_uplift_by_factor)))
     paths, omitted = [], {}
     for name, plot in plots.items():
         fig = plot(summary)
@@ -890,6 +995,14 @@ def _stage_order(histograms: Iterable[Mapping[str, int]]) -> list[str]:
     return [k for k in order if k != ALL_STAGES_REACHED] + [k for k in order if k == ALL_STAGES_REACHED]
 
 
+def _shown_pairs(policies: Sequence[str], base_policy: str | None) -> list[tuple[str, str]]:
+    """The (baseline, candidate) pairs the report shows: the base policy against each other policy when it is
+    configured and present, else each unordered pair once in sorted order."""
+    if base_policy in policies:
+        return [(base_policy, p) for p in policies if p != base_policy]
+    return [(a, b) for i, a in enumerate(policies) for b in policies[i + 1:]]
+
+
 def _is_shown_pair(row: Mapping[str, Any], base_policy: str | None, policies: set[str]) -> bool:
     """Whether an ordered uplift row is the one shown for its unordered pair: the base policy as baseline when
     it is one of the two, else the pair in sorted order."""
@@ -904,7 +1017,7 @@ def _plot_uplift(summary: Mapping[str, Any]) -> Any:
     if len(summary["policies"]) < 2:
         return "one policy only: there is no pair to compare"
     base = summary["settings"].get("base_policy")
-    rows = [r for r in summary["uplift"] if r["level"] is not None
+    rows = [r for r in summary["uplift"] if r["level"] is not None and r["factor"] != CLEAN
             and _is_shown_pair(r, base, set(summary["policies"]))]
     pairs = sorted({(r["baseline"], r["candidate"]) for r in rows})
     if not pairs:
@@ -917,3 +1030,36 @@ def _plot_uplift(summary: Mapping[str, Any]) -> Any:
                       "uplift", "uplift_ci", "uplift")
         ax.set_title(f"SR({candidate}) − SR({baseline}) (95 % paired bootstrap CI)", fontsize="medium")
     return fig
+
+
+def _plot_uplift_by_factor(summary: Mapping[str, Any]) -> Any:
+    """Each headline pair's uplift per factor (pooled over levels, 95 % CI) beside the R2A page's per-category
+    deltas for GR00T N1.7 on LIBERO-Plus — labelled as another policy and benchmark."""
+    headlines = [h for h in summary.get("headline") or [] if h["factors"]]
+    if not headlines:
+        return "no pair of policies shares a perturbed episode"
+    fig, axes = _new_figure(len(headlines), width=7.0)
+    for ax, h in zip(axes, headlines):
+        factors = list(h["factors"])
+        xs = np.arange(len(factors))
+        ours = np.array([_or_nan(h["factors"][f]["uplift"]) for f in factors])
+        lo = np.array([_or_nan(h["factors"][f]["ci"][0]) for f in factors])
+        hi = np.array([_or_nan(h["factors"][f]["ci"][1]) for f in factors])
+        err = np.nan_to_num(np.stack([np.maximum(0.0, ours - lo), np.maximum(0.0, hi - ours)]))
+        ax.bar((xs - 0.2).tolist(), ours.tolist(), 0.4, yerr=err.tolist(), capsize=3,
+               label=f"{h['candidate']} vs {h['baseline']} (this run)")
+        ref = np.array([REFERENCE_UPLIFT.get(f, math.nan) / 100 for f in factors])
+        ax.bar((xs + 0.2).tolist(), ref.tolist(), 0.4, color="lightgray", edgecolor="gray", hatch="//", label=REFERENCE_LABEL)
+        ax.axhline(0.0, color="black", linewidth=0.8)
+        values = np.abs(np.concatenate([ours, lo, hi, ref]))
+        half = min(1.05, max(0.1, float(np.nanmax(values)) if np.isfinite(values).any() else 0.1) * 1.15)
+        ax.set_ylim(-half, half)
+        ax.set_xticks(xs, factors)
+        ax.set_ylabel("uplift in SR (0.1 = 10 points)")
+        ax.set_title(f"SR({h['candidate']}) − SR({h['baseline']}) per factor, pooled over levels", fontsize="medium")
+        ax.legend(fontsize="x-small")
+    return fig
+
+
+def _or_nan(x: Any) -> float:
+    return math.nan if x is None else float(x)

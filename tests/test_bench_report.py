@@ -20,7 +20,7 @@ STAGES = ["reached", "grasped", "lifted"]
 CLEAN_SUCCESS = {"Lift": [True] * 8 + [False] * 2, "Stack": [True] * 7 + [False] * 3,
                  "Can": [True] + [False] * 9}
 SHIFTS = [("camera", 1), ("camera", 2), ("robot_init", 1), ("robot_init", 2)]
-MODIFIES_STATE = {"camera": False, "robot_init": True}
+MODIFIES_STATE = {"camera": False, "robot_init": True, "light": False, "noise": False}
 #: stages reached by the three S→F episodes of base camera L1 on Lift
 S_TO_F_REACHED = {0: [False, False, False], 1: [True, False, False], 2: [True, True, False]}
 
@@ -168,6 +168,53 @@ def test_uplift_sign_and_pairing(summary):
     assert _uplift(summary, "base", "r2a", "robot_init", 1)["uplift"] == 0.0
 
 
+def test_uplift_pooled_per_factor_and_on_clean(summary):
+    camera = _uplift(summary, "base", "r2a", "camera", None)               # strata task × level: 6
+    assert camera["n_strata"] == 6 and camera["n_pairs"] == 60
+    assert camera["uplift"] == pytest.approx(0.2 / 6)
+    clean = _uplift(summary, "base", "r2a", "clean", 0)
+    assert clean["uplift"] == 0.0 and clean["n_pairs"] == 30 and clean["n_strata"] == 3
+
+
+def test_paired_diagnostics_name_the_stage_fixed_and_broken(summary):
+    up = _uplift(summary, "base", "r2a", "camera", 1)
+    # base fails episodes 0, 1, 2 of Lift at "reached", "grasped", "lifted"; r2a succeeds there (F→S)
+    assert up["fixed_at"] == {"grasped": 1, "lifted": 1, "reached": 1}
+    # base succeeds on episode 8 where r2a fails as it does clean: at "lifted" (S→F)
+    assert up["broken_at"] == {"lifted": 1}
+    failed = up["both_failed"]                       # Lift ep 9, Stack eps 7-9, Can eps 1-9: same progress
+    assert failed["n"] == 1 + 3 + 9 and failed["later"] == failed["earlier"] == 0
+    assert failed["baseline_progress"] == pytest.approx(failed["candidate_progress"])
+    traj = up["trajectory_both_success"]
+    assert traj["n"] == 5 + 7 + 1 and traj["baseline"] == traj["candidate"]
+
+
+def test_headline_measures_the_goal(summary):
+    (h,) = summary["headline"]                                             # base_policy "base" vs r2a
+    assert (h["baseline"], h["candidate"]) == ("base", "r2a")
+    assert h["n_conditions"] == 4
+    assert h["mean_uplift"] == pytest.approx(0.2 / 3 / 4)                  # camera L1 only, of 4 conditions
+    assert set(h["factors"]) == {"camera", "robot_init"} and h["factors_ci_below_zero"] == []
+    assert h["clean"]["baseline_sr"] == h["clean"]["candidate_sr"] and h["clean"]["uplift"] == 0.0
+    assert h["goal"] == {"mean_uplift": False, "factors_ci_above_zero": False, "clean_not_lower": True}
+    md = render_markdown(summary)
+    assert "## Headline" in md and "| base | r2a | 4 | 0.017 |" in md
+    assert "## Paired diagnostics per factor" in md and "| base | r2a | camera | 3 | grasped 1, lifted 1, reached 1" in md
+
+
+def test_headline_goal_is_met_when_the_candidate_fixes_every_factor():
+    recs = []
+    for ep in range(10):
+        recs += [record(p, "Lift", "clean", 0, ep, True) for p in ("base", "r2a")]
+        for factor in ("camera", "robot_init", "light", "noise"):
+            recs += [record("base", "Lift", factor, 1, ep, ep < 5),
+                     record("r2a", "Lift", factor, 1, ep, True)]
+    (h,) = build_summary(recs, n_resamples=500, config={"base_policy": "base"})["headline"]
+    assert h["mean_uplift"] == pytest.approx(0.5)
+    assert h["factors_ci_above_zero"] == ["camera", "light", "noise", "robot_init"]
+    assert all(h["goal"].values())
+
+
 def test_integrity_counts(summary):
     t = summary["integrity"]
     assert t["records"] == 2 * 3 * 5 * 10 + 2 and t["superseded"] == 1
@@ -273,7 +320,7 @@ def test_write_report_produces_files(tmp_path, summary):
     paths = write_report(tmp_path / "out", summary)
     names = sorted(p.name for p in paths)
     assert names == ["delta_sr.png", "failure_depth.png", "report.md", "sr_heatmap.png", "summary.json",
-                     "uplift.png"]
+                     "uplift.png", "uplift_by_factor.png"]
     for p in paths:
         assert p.is_file() and p.stat().st_size > 0
         if p.suffix == ".png":
@@ -309,6 +356,7 @@ def test_no_failures_and_one_policy_leave_empty_figures_out_and_say_why(tmp_path
     assert "- `delta_sr.png` is left out: ΔSR is 0 with a zero-width interval in every condition" in md
     assert "- `failure_depth.png` is left out: no episode failed." in md
     assert "- `uplift.png` is left out: one policy only" in md
+    assert "- `uplift_by_factor.png` is left out: no pair of policies shares a perturbed episode" in md
 
 
 def test_a_figure_that_becomes_empty_is_removed_on_the_next_report(tmp_path, summary):

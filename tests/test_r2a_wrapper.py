@@ -160,3 +160,14 @@ def test_registry_names_and_bad_configs(graph_dir):
 def still(obs):
     """A base that does nothing (for registry tests)."""
     return np.zeros((16, 7), np.float32)
+
+
+def test_a_retriever_runs_on_another_graph_only_when_asked(graph_dir, caplog):
+    shipped = ["retrieval.mode=gnn", "retriever=r2a/assets/r2a_retriever"]
+    with pytest.raises(R2AInputError, match="trained on another graph .*retriever_on_other_graph: true"):
+        _r2a(graph_dir, *shipped)
+    with caplog.at_level("WARNING"):
+        policy, _ = _r2a(graph_dir, *shipped, "retriever_on_other_graph=true")
+    assert "retriever_on_other_graph: true" in caplog.text
+    out = policy.infer(_obs(0))
+    assert np.isfinite(out["actions"]).all() and np.abs(out["actions"]).max() <= 1.0

@@ -7,6 +7,7 @@ be converted into.
 
 from __future__ import annotations
 
+import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,8 @@ from r2a.wrapper.config import DEFAULT_CONFIG, R2AConfig, resolve_path
 from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
 from r2a_core.types import OSC_POSE_DELTA, ActionSpace
+
+log = logging.getLogger(__name__)
 
 
 def load_r2a_config(path: str | Path | None = None, overrides: list[str] | None = None) -> R2AConfig:
@@ -169,9 +172,18 @@ def _retriever(path: str) -> tuple[Any, str]:
 def _check_same_graph(trained_on: dict[str, Any], graph: Any, config: R2AConfig) -> None:
     ours = graph.manifest.get("files", {}).get("arrays/node_key.npy", {}).get("sha256")
     theirs = trained_on.get("node_key_sha256")
-    if theirs and ours and theirs != ours:
-        raise R2AInputError(f"{config.retriever}: this retriever was trained on another graph ({trained_on.get('path')}, "
-                            f"{trained_on.get('nodes')} nodes), not on {config.graph}; train it on this graph")
+    if not theirs or not ours or theirs == ours:
+        return
+    where = f"{config.retriever}: trained on another graph ({trained_on.get('path')}, {trained_on.get('nodes')} nodes)"
+    if not config.retriever_on_other_graph:
+        raise R2AInputError(f"{where}, not on {config.graph}; train it on this graph, or set "
+                            "retriever_on_other_graph: true to run it there as it is")
+    if (config.retriever, config.graph) not in _WARNED_OTHER_GRAPH:  # once per process, not per episode
+        _WARNED_OTHER_GRAPH.add((config.retriever, config.graph))
+        log.warning("%s; running it on %s (retriever_on_other_graph: true)", where, config.graph)
+
+
+_WARNED_OTHER_GRAPH: set[tuple[str | None, str]] = set()
 
 
 def _largest_neighbour_distance(graph: Any) -> float:

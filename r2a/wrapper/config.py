@@ -80,6 +80,10 @@ class R2AConfig(TypedConfig):
     retriever: str | None = "r2a/assets/r2a_retriever"
     """the trained GNN retriever (r2a retriever train); null only with retrieval.mode=knn"""
     retrieval: RetrievalSettings = field(default_factory=RetrievalSettings)
+    retriever_on_other_graph: bool = False
+    """use the retriever on a graph it was not trained on (refused by default). The GNN is inductive — node
+    features and edges, no per-node parameters — so it runs on a new graph of the same layout (e.g. a graph rebuilt
+    from a few demos, as ``make quickstart`` does), but its measured accuracy is the training graph's"""
     executed_steps: int = 8
     """actions executed per chunk: the wrapper returns this many and retrieves again"""
     conversion: Literal["actions", "response"] = "actions"

@@ -1,0 +1,113 @@
+"""Join benchmark runs made separately into one results directory and its report.
+
+The base policy is frozen, so its episodes are run once (``r2a bench run --policy builtin --out runs/x/builtin``)
+and every wrapper is run later into its own directory. ``r2a bench merge OUT A B ...`` writes OUT as if all the
+policies had run together — ``results.jsonl``, ``run.json``, then ``summary.json``, ``report.md`` and the figures
+— and refuses runs that are not the same episodes: a different episode plan (tasks, factors, levels, episodes,
+seeds, image size, chunk execution), a policy in two runs, or a shared job whose seeds, initial-state fingerprint
+or sampled shift parameters differ. Settings that only change the statistics (resamples, competence threshold,
+base policy) are taken from the first run or from ``--base-policy``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from eval.report import job_key, load_records
+from eval.runner import RESULTS, RUN_FILE, report_from_dir
+from r2a_core.errors import R2AInputError
+from r2a_core.files import write_json_atomic, write_text_atomic
+from r2a_core.provenance import command_line, provenance_differences
+
+log = logging.getLogger(__name__)
+
+#: config fields that decide which episodes run; the others only change the statistics
+EPISODE_PLAN = ("tasks", "factors", "episodes", "seed", "image_size", "n_action_steps")
+#: record fields that must agree between two runs of the same job
+PAIRED_FIELDS = ("env_seed", "policy_seed", "fingerprint", "shift_params")
+
+
+def merge_runs(out_dir: str | Path, sources: Sequence[str | Path], base_policy: str | None = None) -> dict[str, Any]:
+    """Write the merged results of ``sources`` into ``out_dir`` and return its summary."""
+    out_dir, sources = Path(out_dir), [Path(s) for s in sources]
+    if len(sources) < 2:
+        raise R2AInputError("give at least two results directories to merge")
+    if out_dir.resolve() in {s.resolve() for s in sources}:
+        raise R2AInputError(f"{out_dir}: the merged directory must not be one of the runs it merges")
+    pinned = [_read_run(src) for src in sources]
+    config = _common_config(sources, pinned, base_policy)
+    policies = _disjoint_policies(sources, pinned)
+    records = [rec for src in sources for rec in load_records(src / RESULTS)]
+    _check_pairing(records, {p: src for src, run in zip(sources, pinned) for p in run["policies"]})
+    for src, run in zip(sources[1:], pinned[1:]):
+        for line in provenance_differences(pinned[0].get("provenance"), run.get("provenance")):
+            log.warning("%s vs %s: %s", sources[0], src, line)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(out_dir / RESULTS, "".join(json.dumps(rec) + "\n" for rec in records))
+    provenance = {"command": command_line(),
+                  "merged_from": [{"dir": str(src), "policies": run["policies"], "provenance": run.get("provenance")}
+                                  for src, run in zip(sources, pinned)]}
+    write_json_atomic(out_dir / RUN_FILE, {"config": config, "policies": policies, "provenance": provenance})
+    log.info("merged %d records of %s from %d runs into %s", len(records), ", ".join(policies), len(sources), out_dir)
+    return report_from_dir(out_dir)
+
+
+def _read_run(src: Path) -> dict[str, Any]:
+    run_file = src / RUN_FILE
+    if not run_file.is_file() or not (src / RESULTS).is_file():
+        raise R2AInputError(f"{src}: expected {RUN_FILE} and {RESULTS} from 'r2a bench run'")
+    try:
+        run = json.loads(run_file.read_text())
+    except json.JSONDecodeError as exc:
+        raise R2AInputError(f"{run_file}: not valid JSON ({exc})") from exc
+    if not isinstance(run, Mapping) or not isinstance(run.get("config"), Mapping) or not run.get("policies"):
+        raise R2AInputError(f"{run_file}: expected 'config' and 'policies' as 'r2a bench run' writes them")
+    return dict(run)
+
+
+def _common_config(sources: Sequence[Path], pinned: Sequence[Mapping[str, Any]],
+                   base_policy: str | None) -> dict[str, Any]:
+    """The first run's config, after checking that every run planned the same episodes."""
+    first = pinned[0]["config"]
+    for src, run in zip(sources[1:], pinned[1:]):
+        differ = [f"{name} {first.get(name)!r} vs {run['config'].get(name)!r}" for name in EPISODE_PLAN
+                  if first.get(name) != run["config"].get(name)]
+        if differ:
+            raise R2AInputError(f"{src} ran other episodes than {sources[0]}: " + "; ".join(differ))
+    config = dict(first)
+    if base_policy is not None:
+        config["base_policy"] = base_policy
+    return config
+
+
+def _disjoint_policies(sources: Sequence[Path], pinned: Sequence[Mapping[str, Any]]) -> list[str]:
+    seen: dict[str, Path] = {}
+    for src, run in zip(sources, pinned):
+        for policy in run["policies"]:
+            if policy in seen:
+                raise R2AInputError(f"policy '{policy}' is in both {seen[policy]} and {src}; merge each policy's "
+                                    "episodes from one run")
+            seen[policy] = src
+    return list(seen)
+
+
+def _check_pairing(records: Sequence[Mapping[str, Any]], source_of: Mapping[str, Path]) -> None:
+    """Every job run by several policies must be the same episode: same seeds, start state and shift."""
+    first: dict[tuple, Mapping[str, Any]] = {}
+    mismatched: list[str] = []
+    for rec in records:
+        job = job_key(rec)[1:]
+        ref = first.setdefault(job, rec)
+        if ref is rec or rec.get("error") or ref.get("error"):
+            continue
+        fields = [f for f in PAIRED_FIELDS if f in rec and f in ref and rec[f] != ref[f]]
+        if fields:
+            mismatched.append(f"{'/'.join(map(str, job))}: {', '.join(fields)} of {rec['policy']} "
+                              f"({source_of.get(rec['policy'])}) differ from {ref['policy']}'s")
+    if mismatched:
+        raise R2AInputError(f"{len(mismatched)} shared episode(s) are not the same episode in every run (different "
+                            f"code, simulator or levels file?); first: {mismatched[0]}")
