@@ -3,7 +3,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-QUICKSTART_DIR := runs/quickstart   # configs/r2a/quickstart.yaml reads its graph from here
+# configs/r2a/quickstart.yaml reads its graph from here
+QUICKSTART_DIR := runs/quickstart
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 

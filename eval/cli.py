@@ -359,9 +359,12 @@ def _headline_line(h: dict) -> str:
     def pts(x: Any) -> str:
         return "n/a" if x is None else f"{100 * x:+.1f}"
 
+    def sr(x: Any) -> str:
+        return "n/a" if x is None else f"{x:.2f}"
+
     lo, hi = h["pooled_ci"]
     clean = h["clean"]
     return (f"uplift {h['candidate']} vs {h['baseline']}: {pts(h['pooled_uplift'])} SR points pooled over "
             f"{h['n_pairs']} shifted pairs [95% CI {pts(lo)}, {pts(hi)}], mean {pts(h['mean_uplift'])} over "
             f"{h['n_conditions']} conditions; CI above 0 on {len(h['factors_ci_above_zero'])} of {len(h['factors'])} "
-            f"factor(s); clean SR {pts(clean['uplift'])} points")
+            f"factor(s); clean SR {sr(clean['baseline_sr'])} → {sr(clean['candidate_sr'])} ({pts(clean['uplift'])} points)")

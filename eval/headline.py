@@ -53,7 +53,7 @@ def headline(rows: Sequence[Mapping[str, Any]], baseline: str, candidate: str) -
     per_factor = {f: {"uplift": r["uplift"], "ci": r["uplift_ci"], "n_pairs": r["n_pairs"],
                       "ci_above_zero": _finite(r["uplift_ci"][0]) and r["uplift_ci"][0] > 0,
                       "ci_below_zero": _finite(r["uplift_ci"][1]) and r["uplift_ci"][1] < 0}
-                  for f, r in sorted(factors.items())}
+                  for f, r in sorted(factors.items()) if r["n_pairs"]}
     above = sorted(f for f, r in per_factor.items() if r["ci_above_zero"])
     clean_delta = clean["uplift"] if clean is not None else math.nan
     return {"baseline": baseline, "candidate": candidate, "n_conditions": len(conditions),
@@ -67,9 +67,14 @@ def headline(rows: Sequence[Mapping[str, Any]], baseline: str, candidate: str) -
                       "candidate_sr": clean["candidate_sr"] if clean else math.nan,
                       "uplift": clean_delta, "ci": clean["uplift_ci"] if clean else [math.nan, math.nan],
                       "n_pairs": clean["n_pairs"] if clean else 0},
-            "goal": {"mean_uplift": _finite(mean_uplift) and mean_uplift >= GOAL_MEAN_UPLIFT,
-                     "factors_ci_above_zero": len(above) >= GOAL_FACTORS_ABOVE_ZERO,
-                     "clean_not_lower": _finite(clean_delta) and clean_delta >= -GOAL_MAX_CLEAN_DROP}}
+            "goal": {"mean_uplift": _at_least(mean_uplift, GOAL_MEAN_UPLIFT),
+                     "factors_ci_above_zero": len(above) >= GOAL_FACTORS_ABOVE_ZERO if per_factor else None,
+                     "clean_not_lower": _at_least(clean_delta, -GOAL_MAX_CLEAN_DROP)}}
+
+
+def _at_least(value: Any, bound: float) -> bool | None:
+    """Whether ``value`` ≥ ``bound``; None when there is no value to judge (no paired episodes)."""
+    return bool(value >= bound) if _finite(value) else None
 
 
 def _finite(x: Any) -> bool:

@@ -306,7 +306,8 @@ def _competence(jobs: _Jobs, threshold: float, base_policy: str | None) -> dict[
         return {task: _sr(jobs.cell(policy, task, CLEAN)) for task in jobs.tasks}
 
     if base_policy is not None and base_policy not in jobs.policies:
-        log.warning("base_policy %r has no records; screening each policy on its own clean SR", base_policy)
+        log.info("base_policy %r has no records here (a run made for 'r2a bench merge'?); screening each policy "
+                 "on its own clean SR", base_policy)
         base_policy = None
     if base_policy is not None:
         shared = clean_competence(clean_sr(base_policy), threshold)
@@ -432,11 +433,12 @@ def _paired_diagnostics(pairs: Sequence[tuple[Record, Record]]) -> dict[str, Any
     failures later?). ``trajectory_both_success``: mean trajectory metrics of each on the pairs that succeed in
     both (smoother or jerkier successful motion?).
     """
-    def first_incomplete(records: Iterable[Record]) -> dict[str, int]:
+    def first_incomplete(records: Sequence[Record]) -> dict[str, int]:
         hist: dict[str, int] = defaultdict(int)
-        for rec in records:
-            hist[rec.get("first_incomplete_stage") or ALL_STAGES_REACHED] += 1
-        return dict(sorted(hist.items()))
+        for rec in records:  # per record: tasks differ in their stages
+            for stage, n in stage_statistics([rec], rec.get("stage_names") or [])["first_incomplete"].items():
+                hist[stage] += n
+        return {stage: n for stage, n in sorted(hist.items()) if n}
 
     fixed = [b for b, c in pairs if not b["success"] and c["success"]]
     broken = [c for b, c in pairs if b["success"] and not c["success"]]
@@ -713,7 +715,9 @@ def _uplift_md(rows: Sequence[Mapping[str, Any]], base_policy: str | None = None
                                                                                       row["candidate"])})]
     if not rows:
         return []
-    return ["## Uplift (SR(candidate) − SR(baseline) on the same perturbed jobs)", "",
+    return ["## Uplift (SR(candidate) − SR(baseline) on the same jobs)", "",
+            "Per factor and level (strata: tasks); L `all` on a factor: pooled over its levels (strata: task × "
+            "level); factor `all`: every shifted job (strata: task × factor × level); `clean`: the clean jobs.", "",
             _table(["baseline", "candidate", "factor", "L", "pairs", "baseline SR", "candidate SR",
                     "uplift [95% CI]", "S→F", "F→S", "McNemar p"],
                    [[r["baseline"], r["candidate"], r["factor"], _num(r["level"]) if r["level"] is not None else "all",
@@ -726,8 +730,8 @@ def _headline_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     """Does the candidate help? One line per pair, with the goal's three checks."""
     if not rows:
         return []
-    def mark(ok: bool) -> str:
-        return "yes" if ok else "no"
+    def mark(ok: bool | None) -> str:
+        return "n/a" if ok is None else "yes" if ok else "no"
 
     body = [[r["baseline"], r["candidate"], r["n_conditions"], _num(r["mean_uplift"]),
              _sr_ci(r["pooled_uplift"], r["pooled_ci"]), r["n_pairs"],
@@ -736,10 +740,12 @@ def _headline_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
              _sr_ci(r["clean"]["uplift"], r["clean"]["ci"]),
              " / ".join(mark(r["goal"][k]) for k in ("mean_uplift", "factors_ci_above_zero", "clean_not_lower"))]
             for r in rows]
-    return ["## Headline", "", "Uplift = SR(candidate) − SR(baseline) on the same episodes. Mean over the perturbed "
-            "conditions (factor × level, each macro-averaged over tasks); pooled over every perturbed pair with its "
-            "paired bootstrap CI; factors whose pooled CI lies above / below zero. Goal (issue 24): mean uplift "
-            "≥ +0.15, CI above zero on ≥ 4 factors, clean SR not lower by more than 0.01.", "",
+    return ["## Headline", "", "Uplift = SR(candidate) − SR(baseline) on the same episodes. Mean uplift: over the "
+            "perturbed conditions (factor × level, each macro-averaged over tasks); pooled: the macro average over "
+            "task × factor × level cells with its paired bootstrap CI (the two agree when every condition has the "
+            "same tasks); factors whose CI, pooled over their levels, lies above / below zero. Goal (issue 24): "
+            "mean uplift ≥ +0.15, CI above zero on ≥ 4 factors, clean SR not lower by more than 0.01 (n/a: no "
+            "paired episodes to judge).", "",
             _table(["baseline", "candidate", "conditions", "mean uplift", "pooled uplift [95% CI]", "pairs",
                     "CI > 0", "CI < 0", "clean SR", "clean uplift [95% CI]", "goal met (mean / factors / clean)"],
                    body), ""]
@@ -1035,7 +1041,8 @@ def _plot_uplift(summary: Mapping[str, Any]) -> Any:
 def _plot_uplift_by_factor(summary: Mapping[str, Any]) -> Any:
     """Each headline pair's uplift per factor (pooled over levels, 95 % CI) beside the R2A page's per-category
     deltas for GR00T N1.7 on LIBERO-Plus — labelled as another policy and benchmark."""
-    headlines = [h for h in summary.get("headline") or [] if h["factors"]]
+    headlines = [h for h in summary.get("headline") or []
+                 if any(f["uplift"] is not None for f in h["factors"].values())]
     if not headlines:
         return "no pair of policies shares a perturbed episode"
     fig, axes = _new_figure(len(headlines), width=7.0)

@@ -139,6 +139,11 @@ def _executor(kind: str, workers: int, ray_address: str | None) -> Iterator[Call
     yield lambda jobs, config, options, artifacts: _local_results(jobs, config, options, workers)
 
 
+def is_merged(run: Mapping[str, Any]) -> bool:
+    """Whether a ``run.json`` was written by ``r2a bench merge`` (rewritten by a merge, never resumed by a run)."""
+    return isinstance(run, Mapping) and bool((run.get("provenance") or {}).get("merged_from"))
+
+
 def _pin_run(out_dir: Path, config: BenchConfig, policies: list[str], provenance: Mapping[str, Any]) -> bool:
     """Write run.json on the first run and return False; on a resume, refuse a different config, policy list or
     policy files, warn about another commit, simulator or machine, and return True."""
@@ -149,6 +154,9 @@ def _pin_run(out_dir: Path, config: BenchConfig, policies: list[str], provenance
         write_json_atomic(path, {**pinned, "provenance": provenance})
         return False
     previous = json.loads(path.read_text())
+    if is_merged(previous):
+        raise R2AInputError(f"{path}: {out_dir} was written by 'r2a bench merge'; run into a new --out directory and "
+                            "merge again")
     try:  # fields added to the config since the run started take their defaults
         before = {"config": BenchConfig.from_dict(previous.get("config"), where=str(path)).to_dict(),
                   "policies": previous.get("policies")}

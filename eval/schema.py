@@ -12,7 +12,7 @@ EPISODE_SCHEMA_VERSION = 1
 EPISODE_SCHEMA_VERSIONS = frozenset({1})
 #: ``summary.json``
 SUMMARY_SCHEMA = "r2a.bench.summary"
-SUMMARY_SCHEMA_VERSION = 1
+SUMMARY_SCHEMA_VERSION = 2  # 2: uplift per factor (level null) and on clean; the overall row is factor "all"; headline
 #: the fields that key a job, in the order of :attr:`eval.episode_job.Job.key`
 JOB_FIELDS = ("policy", "task", "factor", "level", "episode")
 

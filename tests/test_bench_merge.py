@@ -90,3 +90,59 @@ def test_refuses_a_policy_in_two_runs_and_bad_directories(tmp_path):
         merge_runs(a, [a, b])
     with pytest.raises(R2AInputError, match="expected run.json and results.jsonl"):
         merge_runs(tmp_path / "both", [a, tmp_path / "missing"])
+
+
+def test_never_overwrites_a_run_and_rewrites_an_earlier_merge(tmp_path):
+    base = _run_dir(tmp_path / "base", "base", [False, False, True, True])
+    r2a = _run_dir(tmp_path / "r2a", "r2a", [True, True, True, False])
+    r2b = _run_dir(tmp_path / "r2b", "r2b", [True] * 4)
+    before = (base / "results.jsonl").read_text()
+    with pytest.raises(R2AInputError, match="holds a benchmark run, not an earlier merge"):
+        merge_runs(base, [r2a, r2b])                          # OUT and the runs swapped by mistake
+    assert (base / "results.jsonl").read_text() == before
+    merge_runs(tmp_path / "both", [base, r2a])
+    summary = merge_runs(tmp_path / "both", [base, r2a, r2b])  # a merge may be redone with more runs
+    assert summary["policies"] == ["base", "r2a", "r2b"]
+
+
+def test_refuses_records_of_a_policy_the_run_does_not_list(tmp_path):
+    base = _run_dir(tmp_path / "base", "base", [True] * 4)
+    r2a = _run_dir(tmp_path / "r2a", "r2a", [True] * 4)
+    with (base / "results.jsonl").open("a") as f:
+        f.write(json.dumps(_record("r2a", "camera", 0, False)) + "\n")
+    with pytest.raises(R2AInputError, match="records of policy 'r2a' not in .*run.json's policies"):
+        merge_runs(tmp_path / "both", [base, r2a])
+
+
+def test_pairing_is_checked_against_the_first_valid_record(tmp_path):
+    base = _run_dir(tmp_path / "base", "base", [True] * 4, error="simulator diverged")
+    r2a = _run_dir(tmp_path / "r2a", "r2a", [True] * 4)
+    r2b = _run_dir(tmp_path / "r2b", "r2b", [True] * 4, env_seed=7)
+    with pytest.raises(R2AInputError, match="env_seed of r2b"):
+        merge_runs(tmp_path / "both", [base, r2a, r2b])
+
+
+def test_frames_and_trajectories_follow_into_the_merged_directory(tmp_path):
+    base = _run_dir(tmp_path / "base", "base", [False, True, True, True], frames="frames/base_cam0.png")
+    (base / "frames").mkdir()
+    (base / "frames" / "base_cam0.png").write_bytes(b"png")
+    (base / "trajectories").mkdir()
+    (base / "trajectories" / "base_Lift_camera_1_0.npz").write_bytes(b"npz")
+    r2a = _run_dir(tmp_path / "r2a", "r2a", [True] * 4)
+    out = tmp_path / "merged" / "both"
+    merge_runs(out, [base, r2a])
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    (frames,) = {r["frames"] for r in rows if r.get("frames")}
+    assert (out / frames).read_bytes() == b"png"
+    assert (out / "trajectories" / "base_Lift_camera_1_0.npz").read_bytes() == b"npz"
+
+
+def test_a_merged_directory_is_not_resumed_by_a_run(tmp_path):
+    from eval.bench_config import BenchConfig
+    from eval.runner import _pin_run
+
+    base = _run_dir(tmp_path / "base", "base", [True] * 4)
+    r2a = _run_dir(tmp_path / "r2a", "r2a", [True] * 4)
+    merge_runs(tmp_path / "both", [base, r2a])
+    with pytest.raises(R2AInputError, match="written by 'r2a bench merge'"):
+        _pin_run(tmp_path / "both", BenchConfig.from_dict(CONFIG), ["base", "r2a"], {"artifacts": {}})

@@ -97,7 +97,7 @@ def _uplift(summary, baseline, candidate, factor, level):
 
 
 def test_summary_schema_and_json_safety(summary):
-    assert summary["schema"] == "r2a.bench.summary" and summary["schema_version"] == 1
+    assert summary["schema"] == "r2a.bench.summary" and summary["schema_version"] == 2
     assert summary["policies"] == ["base", "r2a"] and summary["factors"] == ["camera", "robot_init"]
     assert json.loads(json.dumps(summary, allow_nan=False)) == summary
     assert summary["config"]["base_policy"] == "base"
