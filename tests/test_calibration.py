@@ -97,6 +97,13 @@ def test_the_fit_recovers_a_known_curve_with_task_ceilings():
     np.testing.assert_allclose(levels["fitted_relative"], [0.85, 0.65, 0.45], atol=0.01)
 
 
+def test_a_factor_that_steps_down_at_once_is_partial():
+    step = LogisticFit(a=1.0, b=3.0, episodes=10, log_likelihood=0.0)   # r(0) ≈ 0.73 < 0.85: L1 unreachable
+    levels = choose_levels(step)
+    assert levels["status"] == "partial" and levels["severities"][0] == 0.02
+    assert levels["fitted_relative"][0] < 0.85
+
+
 def test_levels_of_insensitive_and_partial_factors_stay_inside_the_bound():
     insensitive = choose_levels(LogisticFit(a=5.0, b=1.0, episodes=10, log_likelihood=0.0))
     assert insensitive["status"] == "insensitive" and insensitive["severities"] == [0.3333, 0.6667, 1.0]

@@ -98,8 +98,10 @@ def choose_levels(fit: LogisticFit, targets: Sequence[float] = DEFAULT_TARGETS,
                   ordinal: Sequence[float] | None = None) -> dict[str, Any]:
     """L1–L3 severities from ``fit`` → ``{"severities": [s1, s2, s3], "status": ..., "fitted_relative": [...]}``.
 
-    ``status``: ``calibrated`` (every target reached inside the bound), ``partial`` or ``insensitive``. An
-    ordinal factor keeps its steps (they are what it has); its status still says how strong they are.
+    ``status``: ``calibrated`` (every target reached inside [MIN_SEVERITY, 1]), ``partial`` (a target lies beyond
+    the bound, or below the mildest severity — the factor steps down at once, e.g. objects placed just outside the
+    clean range) or ``insensitive``. An ordinal factor keeps its steps (they are what it has); its status still
+    says how strong they are.
     """
     reach = [fit.severity_at(t) for t in targets]
     if ordinal is not None:
@@ -119,7 +121,7 @@ def choose_levels(fit: LogisticFit, targets: Sequence[float] = DEFAULT_TARGETS,
                 break
         for i in range(1, len(severities)):  # strictly increasing even where targets coincide after clipping
             severities[i] = max(severities[i], min(1.0, severities[i - 1] + MIN_SEVERITY))
-        status = "calibrated" if all(s <= 1.0 for s in reach) else "partial"
+        status = "calibrated" if all(MIN_SEVERITY <= s <= 1.0 for s in reach) else "partial"
     return {"severities": [round(s, 4) for s in severities], "status": status,
             "fitted_relative": [round(float(fit.relative(s)), 4) for s in severities]}
 

@@ -49,6 +49,17 @@ def _caption(img: np.ndarray, lines: list[str]) -> np.ndarray:
     return img
 
 
+def _levels_status(config: str | Path | None) -> str:
+    """What the levels file says of itself: calibrated (on which policy), partly calibrated or provisional."""
+    from sim.shifts.config import load_factor_levels
+
+    calibration = load_factor_levels(config).get("calibration") or {}
+    status = calibration.get("status") or "provisional"
+    base = calibration.get("base_policy")
+    policy = base.get("spec") if isinstance(base, dict) else None
+    return f"{status} on {policy}" if policy and status != "provisional" else status
+
+
 def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
                          config: str | Path | None = None) -> np.ndarray:
     """The sheet as an RGB uint8 image."""
@@ -83,8 +94,8 @@ def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
                       colour=(170, 170, 170), box=False)
             rows.append(np.concatenate([label, *cells], axis=1))
         header = np.zeros((18, rows[0].shape[1], 3), np.uint8)
-        _put_text(header, f"{task}  seed {seed}  agentview {size}px  (levels provisional)", (4, 13), scale=0.4,
-                  box=False)
+        _put_text(header, f"{task}  seed {seed}  agentview {size}px  (levels {_levels_status(config)})", (4, 13),
+                  scale=0.4, box=False)
         return np.concatenate([header, *rows], axis=0)
     finally:
         sim.close()
