@@ -105,10 +105,13 @@ def _write(tmp_path, mutate):
     return path
 
 
-def test_default_config_is_provisional_and_complete():
+def test_default_config_is_calibrated_on_the_builtin_policy_and_complete():
     parsed = load_factor_levels()
     assert set(parsed["factors"]) == set(EXPECTED)
-    assert parsed["calibration"]["status"] == "provisional"
+    calibration = parsed["calibration"]
+    assert calibration["status"] == "calibrated" and calibration["base_policy"]["spec"] == "builtin"
+    assert set(calibration["factors"]) == set(EXPECTED) and calibration["provisional"] == []
+    assert all(s < 100_000 for s in calibration["seeds"])                  # calibration seeds, never test seeds
     assert all(set(levels) == {1, 2, 3} for levels in parsed["factors"].values())
 
 
@@ -133,7 +136,8 @@ def test_bad_config_is_rejected_with_a_clear_message(tmp_path, mutate, message):
 def test_another_config_changes_the_levels(tmp_path):
     path = _write(tmp_path, lambda d: d["factors"]["robot_init"]["L1"].update(norm_rad=0.05))
     assert get_factor("robot_init", path).levels[1]["norm_rad"] == 0.05
-    assert get_factor("robot_init").levels[1]["norm_rad"] == 0.1
+    shipped = yaml.safe_load(DEFAULT_FACTORS_YAML.read_text())["factors"]["robot_init"]["L1"]["norm_rad"]
+    assert get_factor("robot_init").levels[1]["norm_rad"] == shipped != 0.05
 
 
 # ---------------------------------------------------------------------------------------------- language
