@@ -8,7 +8,7 @@ QUICKSTART_DIR := runs/quickstart
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: install system-deps quickstart test test-all clean
+.PHONY: install system-deps quickstart test test-all results ablations clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,29 @@ quickstart: install
 		--policy r2a:configs/r2a/quickstart.yaml --out $(QUICKSTART_DIR)/bench --workers 2
 	@echo "== r2a quickstart 4/4: done. The 'uplift' line above is the headline of $(QUICKSTART_DIR)/bench/report.md (figures beside it);"
 	@echo "   the benchmark's answer is configs/bench/standard.yaml, published in docs/results/standard/"
+
+# The published result (hours on 2 cores; every step resumes): the frozen base once, R2A beside it, one paired
+# report in docs/results/standard/. R2A_POLICY is the variant the quick-config ablations chose.
+R2A_POLICY ?= r2a
+STANDARD_RUNS := runs/standard
+results: install
+	$(VENV)/bin/r2a bench run --config configs/bench/standard.yaml --policy builtin --out $(STANDARD_RUNS)/builtin --workers 2
+	$(VENV)/bin/r2a bench run --config configs/bench/standard.yaml --policy $(R2A_POLICY) \
+		--out $(STANDARD_RUNS)/$(subst :,_,$(R2A_POLICY)) --workers 2
+	$(VENV)/bin/r2a bench merge docs/results/standard $(STANDARD_RUNS)/builtin $(STANDARD_RUNS)/$(subst :,_,$(R2A_POLICY))
+
+# The ablations on the quick config, each policy in its own run, paired with one base run in docs/results/ablations/.
+ABLATIONS := r2a r2a-fixed r2a-nogate r2a-knn r2a-norecovery r2a-gate-nodisagreement r2a-gate-noimage \
+	harmonize:builtin harmonize-always:builtin r2a-harmonize
+ABLATION_RUNS := runs/ablations
+ablations: install
+	$(VENV)/bin/r2a bench run --config configs/bench/quick.yaml --policy builtin --out $(ABLATION_RUNS)/builtin --workers 2
+	for p in $(ABLATIONS); do \
+		$(VENV)/bin/r2a bench run --config configs/bench/quick.yaml --policy $$p --out $(ABLATION_RUNS)/$$(echo $$p | tr : _) \
+			--workers 2 || exit 1; \
+	done
+	$(VENV)/bin/r2a bench merge docs/results/ablations $(ABLATION_RUNS)/builtin \
+		$(foreach p,$(ABLATIONS),$(ABLATION_RUNS)/$(subst :,_,$(p)))
 
 test: install
 	$(PY) -m pytest -q -m "not slow"
