@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.report import job_key, load_records
-from eval.runner import RESULTS, RUN_FILE, is_merged, report_from_dir
+from eval.runner import RESULTS, RUN_FILE, is_merged, report_from_dir, same_shift_levels, shift_levels_sha
 from r2a_core.errors import R2AInputError
 from r2a_core.files import link_or_copy, write_json_atomic, write_text_atomic
 from r2a_core.provenance import command_line, provenance_differences
@@ -121,6 +121,9 @@ def _common_config(sources: Sequence[Path], pinned: Sequence[Mapping[str, Any]],
     for src, run in zip(sources[1:], pinned[1:]):
         differ = [f"{name} {first.get(name)!r} vs {run['config'].get(name)!r}" for name in EPISODE_PLAN
                   if _plan_value(first, name) != _plan_value(run["config"], name)]
+        if not same_shift_levels(pinned[0].get("provenance"), run.get("provenance")):
+            differ.append(f"shift levels file sha256 {shift_levels_sha(pinned[0].get('provenance'))[:12]} vs "
+                          f"{shift_levels_sha(run.get('provenance'))[:12]}")
         if differ:
             raise R2AInputError(f"{src} ran other episodes than {sources[0]}: " + "; ".join(differ))
     config = dict(first)

@@ -679,6 +679,9 @@ def _provenance_md(provenance: Mapping[str, Any] | None) -> list[str]:
              "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items() if v is not None),
              f"- machine: {machine.get('cpu')}, {machine.get('cores')} cores, GPU {machine.get('gpu') or 'none'}",
              f"- command: `{provenance.get('command')}`"]
+    if provenance.get("shift_levels"):
+        lines.append(f"- shift levels `{provenance['shift_levels'].get('path')}` (sha256 "
+                     f"{str(provenance['shift_levels'].get('sha256'))[:16]}…)")
     for spec, roles in (provenance.get("artifacts") or {}).items():
         lines += [f"- `{spec}` loaded {role} `{e.get('path')}` (sha256 {str(e.get('sha256'))[:16]}…)"
                   for role, e in roles.items()]

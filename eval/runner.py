@@ -59,7 +59,7 @@ def run_benchmark(config: BenchConfig, policies: list[str], out_dir: str | Path,
     out_dir = Path(out_dir)
     _check_args(policies, workers, executor, save_frames, ray_address)
     artifacts = build_policies(policies, config)
-    provenance = {**collect_provenance(), "artifacts": artifacts}
+    provenance = {**collect_provenance(), "artifacts": artifacts, "shift_levels": shift_levels_artifact()}
     with _executor(executor, workers, ray_address) as execute:
         resuming = _pin_run(out_dir, config, policies, provenance)
         jobs = plan_jobs(config, policies)
@@ -167,9 +167,31 @@ def _pin_run(out_dir: Path, config: BenchConfig, policies: list[str], provenance
                             f"use a new --out directory (or delete it) to start over")
     old = previous.get("provenance") or {}
     _check_same_artifacts(path, old.get("artifacts"), provenance["artifacts"])
+    if not same_shift_levels(old, provenance):
+        raise R2AInputError(f"{path}: the shift levels file changed since the run started "
+                            f"({shift_levels_sha(old)[:12]} then, {shift_levels_sha(provenance)[:12]} now); the "
+                            "results would mix two sets of levels — use a new --out directory")
     for difference in provenance_differences(old, provenance):
         log.warning("%s: resuming with another %s than the run started with", out_dir, difference)
     return True
+
+
+def shift_levels_artifact() -> dict[str, str]:
+    """Path and sha256 of the levels file every shifted episode of a run draws from (configs/bench/factors.yaml)."""
+    from r2a_core.provenance import artifact
+    from sim.shifts.config import DEFAULT_FACTORS_YAML
+
+    return artifact(DEFAULT_FACTORS_YAML)
+
+
+def shift_levels_sha(provenance: Mapping[str, Any] | None) -> str:
+    return str(((provenance or {}).get("shift_levels") or {}).get("sha256") or "")
+
+
+def same_shift_levels(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> bool:
+    """Whether two runs drew their shifts from the same levels file (True when either predates the record)."""
+    sha_a, sha_b = shift_levels_sha(a), shift_levels_sha(b)
+    return not sha_a or not sha_b or sha_a == sha_b
 
 
 def _check_same_artifacts(path: Path, before: Artifacts | None, now: Artifacts) -> None:

@@ -146,3 +146,25 @@ def test_a_merged_directory_is_not_resumed_by_a_run(tmp_path):
     merge_runs(tmp_path / "both", [base, r2a])
     with pytest.raises(R2AInputError, match="written by 'r2a bench merge'"):
         _pin_run(tmp_path / "both", BenchConfig.from_dict(CONFIG), ["base", "r2a"], {"artifacts": {}})
+
+
+def test_refuses_runs_drawn_from_other_shift_levels(tmp_path):
+    base = _run_dir(tmp_path / "base", "base", [True] * 4)
+    r2a = _run_dir(tmp_path / "r2a", "r2a", [True] * 4)
+    for run, sha in ((base, "a" * 64), (r2a, "b" * 64)):
+        pinned = json.loads((run / "run.json").read_text())
+        pinned["provenance"]["shift_levels"] = {"path": "configs/bench/factors.yaml", "sha256": sha}
+        (run / "run.json").write_text(json.dumps(pinned))
+    with pytest.raises(R2AInputError, match="shift levels file sha256 aaaaaaaaaaaa vs bbbbbbbbbbbb"):
+        merge_runs(tmp_path / "both", [base, r2a])
+
+
+def test_a_run_is_not_resumed_with_another_levels_file(tmp_path):
+    from eval.bench_config import BenchConfig
+    from eval.runner import _pin_run
+
+    config = BenchConfig.from_dict(CONFIG)
+    assert _pin_run(tmp_path / "run", config, ["base"], {"artifacts": {}, "shift_levels": {"sha256": "a" * 64}}) is False
+    assert _pin_run(tmp_path / "run", config, ["base"], {"artifacts": {}, "shift_levels": {"sha256": "a" * 64}})
+    with pytest.raises(R2AInputError, match="the shift levels file changed since the run started"):
+        _pin_run(tmp_path / "run", config, ["base"], {"artifacts": {}, "shift_levels": {"sha256": "b" * 64}})
