@@ -67,7 +67,7 @@ def _refuse_overwriting_a_run(out_dir: Path) -> None:
     if run_file.is_file():
         try:
             merged = is_merged(json.loads(run_file.read_text()))
-        except (json.JSONDecodeError, AttributeError):
+        except json.JSONDecodeError:
             merged = False
         if not merged:
             raise R2AInputError(f"{run_file}: {out_dir} holds a benchmark run, not an earlier merge; give the merged "
