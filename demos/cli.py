@@ -58,6 +58,15 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--fit-shifted", nargs="+", default=[], type=Path, metavar="FILE",
                    help="renders under training-split shifts (r2a demos rerender --shift): the detector fires on light and "
                         "background, not on clean frames or the other factors; ROC-AUC per condition")
+    o = sub.add_parser("image-ood", help="score image statistics' visual-OOD detector on renders it was not fitted "
+                                         "on: ROC-AUC of clean vs each shift condition, and how often it fires")
+    o.add_argument("stats", type=Path, help="image statistics (r2a demos image-stats --out)")
+    o.add_argument("--clean", nargs="+", required=True, type=Path, metavar="FILE",
+                   help="clean renders (training-split seeds)")
+    o.add_argument("--shifted", nargs="+", required=True, type=Path, metavar="FILE",
+                   help="the same demos re-rendered under shifts (r2a demos rerender --shift FACTOR:LEVEL)")
+    o.add_argument("--stride", type=int, default=5, help="use every n-th frame (default: 5)")
+    o.add_argument("--out", type=Path, default=None, help="also write the JSON record here (atomically)")
     return parser
 
 
@@ -72,6 +81,16 @@ def run(args: argparse.Namespace) -> int:
 
         result = write_image_stats(args.files, args.out, args.cameras, args.stride, args.fit_clean, args.fit_shifted)
         print(json.dumps({"out": str(args.out), **result}, indent=1))
+        return 0
+    if args.command == "image-ood":
+        from demos.image_stats import evaluate_detector
+        from r2a_core.files import write_json_atomic
+        from r2a_core.visual_ood import load_image_stats
+
+        record = evaluate_detector(load_image_stats(args.stats), args.clean, args.shifted, args.stride)
+        if args.out is not None:
+            write_json_atomic(args.out, record)
+        print(json.dumps(record, indent=1))
         return 0
     if args.command == "rerender":
         from demos.rerender import rerender_file

@@ -54,25 +54,10 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
     the photometric score should exceed it under ``photometric_factors`` and not on clean frames or under the
     other factors (geometric or non-visual shifts, where normalizing hurts). Returns the record: frames, the
     threshold, ROC-AUC of clean vs each condition and the share of each condition's frames that fire."""
-    from demos.dataset import episode_condition, episode_seeds, load_episodes
-
-    clean_eps = [ep for p in clean for ep in load_episodes(p)]
-    shifted_eps = [ep for p in shifted for ep in load_episodes(p)]
-    for ep in clean_eps + shifted_eps:
-        for seed in episode_seeds(ep):
-            if seed >= TEST_SEED_START:
-                raise R2AInputError(f"a render of seed {seed} (episode of {ep.task}): the detector is fitted on "
-                                    f"training-split seeds only (below {TEST_SEED_START})")
+    clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
     record: dict[str, Any] = {}
     for camera, cam_stats in stats.cameras.items():
-        def scores(eps: list) -> list[float]:
-            return [cam_stats.score(pooled_image_features(f), photometric=True)
-                    for ep in eps for f in ep.images.get(camera, [])[::stride]]
-
-        by_condition: dict[str, np.ndarray] = {"clean": np.array(scores(clean_eps))}
-        for ep in shifted_eps:
-            by_condition[episode_condition(ep)] = np.concatenate([by_condition.get(episode_condition(ep), np.zeros(0)),
-                                                           scores([ep])])
+        by_condition = _scores_by_condition(cam_stats, camera, clean_eps, shifted_eps, stride, photometric=True)
         positive = [c for c in by_condition if c.split(":")[0] in photometric_factors]
         if len(by_condition["clean"]) < 2 or not positive:
             raise R2AInputError(f"fitting the '{camera}' detector needs clean frames and frames under "
@@ -92,6 +77,57 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
     return record
 
 
+def evaluate_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequence[str | Path],
+                      stride: int = 5) -> dict[str, Any]:
+    """Score fitted statistics on renders they were not fitted on: per camera and shift condition, the frames,
+    the ROC-AUC of clean vs that condition for the full embedding (the learned gate's image signal) and for the
+    photometric score (harmonization's detector), and the share of frames over the stored threshold (or None)."""
+    clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
+    record: dict[str, Any] = {}
+    for camera, cam_stats in stats.cameras.items():
+        full = _scores_by_condition(cam_stats, camera, clean_eps, shifted_eps, stride, photometric=False)
+        colour = _scores_by_condition(cam_stats, camera, clean_eps, shifted_eps, stride, photometric=True)
+        if len(full["clean"]) < 1 or len(full) < 2:
+            raise R2AInputError(f"scoring the '{camera}' detector needs clean frames and shifted frames of it")
+        threshold = stats.thresholds.get(camera)
+        record[camera] = {condition: {
+            "frames": int(len(full[condition])),
+            "roc_auc_embedding": None if condition == "clean" else round(roc_auc(full["clean"], full[condition]), 4),
+            "roc_auc_photometric": None if condition == "clean" else round(roc_auc(colour["clean"], colour[condition]), 4),
+            "fires": None if threshold is None else round(float(np.mean(colour[condition] > threshold)), 4),
+        } for condition in sorted(full, key=lambda c: (c != "clean", c))}
+    return record
+
+
+def _training_split_renders(paths: Sequence[str | Path]) -> list:
+    """The episodes of render files, refused if any was drawn with a test seed (the detector never sees them)."""
+    from demos.dataset import episode_seeds, load_episodes
+
+    episodes = [ep for p in paths for ep in load_episodes(p)]
+    for ep in episodes:
+        for seed in episode_seeds(ep):
+            if seed >= TEST_SEED_START:
+                raise R2AInputError(f"a render of seed {seed} (episode of {ep.task}): the detector is fitted and "
+                                    f"scored on training-split seeds only (below {TEST_SEED_START})")
+    return episodes
+
+
+def _scores_by_condition(cam_stats: Any, camera: str, clean_eps: list, shifted_eps: list, stride: int,
+                         photometric: bool) -> dict[str, np.ndarray]:
+    """condition ("clean", "light:3", ...) → the scores of every ``stride``-th ``camera`` frame rendered under it."""
+    from demos.dataset import episode_condition
+
+    def scores(eps: list) -> np.ndarray:
+        return np.array([cam_stats.score(pooled_image_features(f), photometric=photometric)
+                         for ep in eps for f in ep.images.get(camera, [])[::stride]], dtype=np.float64)
+
+    by_condition: dict[str, np.ndarray] = {"clean": scores(clean_eps)}
+    for ep in shifted_eps:
+        condition = episode_condition(ep)
+        by_condition[condition] = np.concatenate([by_condition.get(condition, np.zeros(0)), scores([ep])])
+    return by_condition
+
+
 def write_image_stats(paths: Sequence[str | Path], out: str | Path, cameras: Sequence[str] = ("agentview",),
                       stride: int = 5, clean: Sequence[str | Path] = (),
                       shifted: Sequence[str | Path] = ()) -> dict[str, Any]:
@@ -106,4 +142,4 @@ def write_image_stats(paths: Sequence[str | Path], out: str | Path, cameras: Seq
     return {"frames": {name: s.frames for name, s in stats.cameras.items()}, "detector": detector}
 
 
-__all__ = ["image_stats_from_files", "write_image_stats"]
+__all__ = ["evaluate_detector", "fit_detector", "image_stats_from_files", "write_image_stats"]

@@ -112,3 +112,36 @@ def test_r2a_composes_with_a_harmonized_base_and_keeps_raw_images_for_itself(tmp
                         "images/agentview": dark})
     assert out["harmonize"]["agentview"]["active"] and inner.seen[-1]["images/agentview"].mean() > 60
     assert np.isfinite(out["actions"]).all()
+
+
+def _render_file(tmp_path, name: str, shift: dict | None, brightness: float, seed: int = 0):
+    """A tiny demo file whose agentview frames are noise around ``brightness`` (a stand-in for a render)."""
+    from demos.hdf5_io import write_hdf5
+    from tests.conftest import make_episode
+
+    rng = np.random.default_rng(seed)
+    episodes = []
+    for i in range(2):
+        ep = make_episode(length=10, seed=i, size=16)
+        ep.images = {"agentview": np.clip(rng.normal(brightness, 20, (10, 16, 16, 3)), 0, 255).astype(np.uint8)}
+        ep.meta = {"seed": 30000 + i, **({"shift": {**shift, "seed": shift["seed"] + i}} if shift else {})}
+        episodes.append(ep)
+    return write_hdf5(tmp_path / f"{name}.hdf5", episodes, env_args={"env_name": "Lift"})
+
+
+def test_the_detector_is_scored_per_condition_on_renders_it_was_not_fitted_on(tmp_path):
+    from demos.image_stats import evaluate_detector
+
+    clean = _render_file(tmp_path, "clean", None, 120, seed=1)
+    dark = _render_file(tmp_path, "light3", {"factor": "light", "level": 3, "seed": 7000}, 40, seed=2)
+    same = _render_file(tmp_path, "camera1", {"factor": "camera", "level": 1, "seed": 7000}, 120, seed=3)
+    record = evaluate_detector(_stats(threshold=5.0), [clean], [dark, same], stride=1)["agentview"]
+    assert list(record) == ["clean", "camera:1", "light:3"] and record["clean"]["frames"] == 20
+    assert record["clean"]["roc_auc_embedding"] is None
+    assert record["light:3"]["roc_auc_embedding"] == 1.0 and record["light:3"]["roc_auc_photometric"] == 1.0
+    assert record["light:3"]["fires"] == 1.0 and record["clean"]["fires"] == 0.0
+    assert 0.2 < record["camera:1"]["roc_auc_photometric"] < 0.8  # the same distribution: no separation
+    assert evaluate_detector(_stats(threshold=None), [clean], [dark], stride=1)["agentview"]["light:3"]["fires"] is None
+    test_seed = _render_file(tmp_path, "test", {"factor": "light", "level": 3, "seed": 100000}, 40)
+    with pytest.raises(R2AInputError, match="seed 100000"):
+        evaluate_detector(_stats(), [clean], [test_seed])
