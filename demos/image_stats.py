@@ -57,7 +57,7 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
     clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
     record: dict[str, Any] = {}
     for camera, cam_stats in stats.cameras.items():
-        by_condition = _scores_by_condition(cam_stats, camera, clean_eps, shifted_eps, stride, photometric=True)
+        by_condition = _scores(cam_stats, _features_by_condition(camera, clean_eps, shifted_eps, stride), photometric=True)
         positive = [c for c in by_condition if c.split(":")[0] in photometric_factors]
         if len(by_condition["clean"]) < 2 or not positive:
             raise R2AInputError(f"fitting the '{camera}' detector needs clean frames and frames under "
@@ -85,8 +85,8 @@ def evaluate_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: S
     clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
     record: dict[str, Any] = {}
     for camera, cam_stats in stats.cameras.items():
-        full = _scores_by_condition(cam_stats, camera, clean_eps, shifted_eps, stride, photometric=False)
-        colour = _scores_by_condition(cam_stats, camera, clean_eps, shifted_eps, stride, photometric=True)
+        features = _features_by_condition(camera, clean_eps, shifted_eps, stride)
+        full, colour = _scores(cam_stats, features, photometric=False), _scores(cam_stats, features, photometric=True)
         if len(full["clean"]) < 1 or len(full) < 2:
             raise R2AInputError(f"scoring the '{camera}' detector needs clean frames and shifted frames of it")
         threshold = stats.thresholds.get(camera)
@@ -112,20 +112,22 @@ def _training_split_renders(paths: Sequence[str | Path]) -> list:
     return episodes
 
 
-def _scores_by_condition(cam_stats: Any, camera: str, clean_eps: list, shifted_eps: list, stride: int,
-                         photometric: bool) -> dict[str, np.ndarray]:
-    """condition ("clean", "light:3", ...) → the scores of every ``stride``-th ``camera`` frame rendered under it."""
+def _features_by_condition(camera: str, clean_eps: list, shifted_eps: list, stride: int) -> dict[str, list]:
+    """condition ("clean", "light:3", ...) → the pooled features of every ``stride``-th ``camera`` frame under it."""
     from demos.dataset import episode_condition
 
-    def scores(eps: list) -> np.ndarray:
-        return np.array([cam_stats.score(pooled_image_features(f), photometric=photometric)
-                         for ep in eps for f in ep.images.get(camera, [])[::stride]], dtype=np.float64)
+    def features(ep: Any) -> list:
+        return [pooled_image_features(f) for f in ep.images.get(camera, [])[::stride]]
 
-    by_condition: dict[str, np.ndarray] = {"clean": scores(clean_eps)}
+    by_condition: dict[str, list] = {"clean": [x for ep in clean_eps for x in features(ep)]}
     for ep in shifted_eps:
-        condition = episode_condition(ep)
-        by_condition[condition] = np.concatenate([by_condition.get(condition, np.zeros(0)), scores([ep])])
+        by_condition.setdefault(episode_condition(ep), []).extend(features(ep))
     return by_condition
+
+
+def _scores(cam_stats: Any, features: dict[str, list], photometric: bool) -> dict[str, np.ndarray]:
+    return {condition: np.array([cam_stats.score(x, photometric=photometric) for x in xs], dtype=np.float64)
+            for condition, xs in features.items()}
 
 
 def write_image_stats(paths: Sequence[str | Path], out: str | Path, cameras: Sequence[str] = ("agentview",),

@@ -129,8 +129,8 @@ def _render_file(tmp_path, name: str, shift: dict | None, brightness: float, see
     return write_hdf5(tmp_path / f"{name}.hdf5", episodes, env_args={"env_name": "Lift"})
 
 
-def test_the_detector_is_scored_per_condition_on_renders_it_was_not_fitted_on(tmp_path):
-    from demos.image_stats import evaluate_detector
+def test_the_detector_is_fitted_and_scored_per_condition_on_training_split_renders(tmp_path):
+    from demos.image_stats import evaluate_detector, fit_detector
 
     clean = _render_file(tmp_path, "clean", None, 120, seed=1)
     dark = _render_file(tmp_path, "light3", {"factor": "light", "level": 3, "seed": 7000}, 40, seed=2)
@@ -142,6 +142,10 @@ def test_the_detector_is_scored_per_condition_on_renders_it_was_not_fitted_on(tm
     assert record["light:3"]["fires"] == 1.0 and record["clean"]["fires"] == 0.0
     assert 0.2 < record["camera:1"]["roc_auc_photometric"] < 0.8  # the same distribution: no separation
     assert evaluate_detector(_stats(threshold=None), [clean], [dark], stride=1)["agentview"]["light:3"]["fires"] is None
+    stats = _stats(threshold=None)
+    fitted = fit_detector(stats, [clean], [dark, same], stride=1)["agentview"]
+    assert fitted["positives"] == ["light:3"] and fitted["fires"]["light:3"] == 1.0 and fitted["fires"]["clean"] == 0.0
+    assert evaluate_detector(stats, [clean], [dark], stride=1)["agentview"]["light:3"]["fires"] == 1.0
     test_seed = _render_file(tmp_path, "test", {"factor": "light", "level": 3, "seed": 100000}, 40)
     with pytest.raises(R2AInputError, match="seed 100000"):
         evaluate_detector(_stats(), [clean], [test_seed])
