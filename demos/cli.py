@@ -66,6 +66,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     o.add_argument("--shifted", nargs="+", required=True, type=Path, metavar="FILE",
                    help="the same demos re-rendered under shifts (r2a demos rerender --shift FACTOR:LEVEL)")
     o.add_argument("--stride", type=int, default=5, help="use every n-th frame (default: 5)")
+    o.add_argument("--cameras", nargs="+", default=None,
+                   help="score only these cameras (default: every camera of the stats; the shifted renders must "
+                        "have re-rendered them)")
     o.add_argument("--out", type=Path, default=None, help="also write the JSON record here (atomically)")
     return parser
 
@@ -87,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
         from r2a_core.files import write_json_atomic
         from r2a_core.visual_ood import load_image_stats
 
-        record = evaluate_detector(load_image_stats(args.stats), args.clean, args.shifted, args.stride)
+        record = evaluate_detector(load_image_stats(args.stats), args.clean, args.shifted, args.stride, args.cameras)
         if args.out is not None:
             write_json_atomic(args.out, record)
         print(json.dumps(record, indent=1))

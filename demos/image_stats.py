@@ -10,15 +10,16 @@ import numpy as np
 
 from r2a_core.errors import R2AInputError
 from r2a_core.seeds import TEST_SEED_START
-from r2a_core.visual_ood import (ImageStats, fit_camera_stats, fit_threshold, pooled_image_features, roc_auc,
-                                 save_image_stats)
+from r2a_core.visual_ood import (ImageStats, fit_camera_stats, fit_start_reference, fit_threshold,
+                                 pooled_image_features, roc_auc, save_image_stats)
 
 log = logging.getLogger(__name__)
 
 
 def image_stats_from_files(paths: Sequence[str | Path], cameras: Sequence[str] = ("agentview",),
                            stride: int = 5) -> ImageStats:
-    """Statistics of every ``stride``-th frame of ``cameras`` in the demo files (HDF5 or LeRobot v3)."""
+    """Statistics of every ``stride``-th frame of ``cameras`` in the demo files (HDF5 or LeRobot v3), and per file
+    the start reference of its episodes' first frames."""
     from demos.dataset import load_episodes, source_fingerprint
 
     if stride < 1:
@@ -31,6 +32,9 @@ def image_stats_from_files(paths: Sequence[str | Path], cameras: Sequence[str] =
             raise R2AInputError(f"no '{camera}' images in {', '.join(str(p) for p in paths)}; record the demos "
                                 "with cameras (r2a demos collect --cameras ...) or re-render them")
         stats[camera] = fit_camera_stats(frames)
+        stats[camera].starts = [fit_start_reference([ep.images[camera][0] for ep in eps if camera in ep.images
+                                                     and len(ep.images[camera])], path)
+                                for path, eps in episodes if any(camera in ep.images for ep in eps)]
         log.info("image stats: %s from %d frames", camera, len(frames))
     sources = [{"path": path, "fingerprint": source_fingerprint(path), "episodes": len(eps)} for path, eps in episodes]
     return ImageStats(cameras=stats, sources=sources)
@@ -52,7 +56,8 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
                  stride: int = 5, photometric_factors: Sequence[str] = PHOTOMETRIC_FACTORS) -> dict[str, Any]:
     """Fit each camera's harmonization threshold into ``stats`` on training-split renders (seeds below 100000):
     the photometric score should exceed it under ``photometric_factors`` and not on clean frames or under the
-    other factors (geometric or non-visual shifts, where normalizing hurts). Returns the record: frames, the
+    other factors (geometric or non-visual shifts, where normalizing hurts), each condition weighing the same in the
+    fit however many frames it has. Returns the record: frames, the
     threshold, ROC-AUC of clean vs each condition and the share of each condition's frames that fire."""
     clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
     record: dict[str, Any] = {}
@@ -62,9 +67,8 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
         if len(by_condition["clean"]) < 2 or not positive:
             raise R2AInputError(f"fitting the '{camera}' detector needs clean frames and frames under "
                                 f"{' or '.join(photometric_factors)}")
-        pos = np.concatenate([by_condition[c] for c in positive])
-        neg = np.concatenate([v for c, v in by_condition.items() if c not in positive])
-        threshold = fit_threshold(neg, pos)
+        threshold = fit_threshold([v for c, v in by_condition.items() if c not in positive],
+                                  [by_condition[c] for c in positive])  # every condition weighs the same
         stats.thresholds[camera] = threshold
         clean_scores = by_condition["clean"]
         record[camera] = {"score": "photometric", "threshold": round(threshold, 4), "positives": sorted(positive),
@@ -78,13 +82,19 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
 
 
 def evaluate_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequence[str | Path],
-                      stride: int = 5) -> dict[str, Any]:
+                      stride: int = 5, cameras: Sequence[str] | None = None) -> dict[str, Any]:
     """Score fitted statistics on renders they were not fitted on: per camera and shift condition, the frames,
     the ROC-AUC of clean vs that condition for the full embedding (the learned gate's image signal) and for the
-    photometric score (harmonization's detector), and the share of frames over the stored threshold (or None)."""
+    photometric score (harmonization's detector), and the share of frames over the stored threshold (or None);
+    ``cameras``: only these of the stats' cameras."""
+    unknown = sorted(set(cameras or ()) - set(stats.cameras))
+    if unknown:
+        raise R2AInputError(f"image stats have no camera {', '.join(unknown)}; they hold {', '.join(stats.cameras)}")
     clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
     record: dict[str, Any] = {}
     for camera, cam_stats in stats.cameras.items():
+        if cameras and camera not in cameras:
+            continue
         features = _features_by_condition(camera, clean_eps, shifted_eps, stride)
         full, colour = _scores(cam_stats, features, photometric=False), _scores(cam_stats, features, photometric=True)
         if len(full["clean"]) < 1 or len(full) < 2:

@@ -12,8 +12,14 @@ demonstrations', but the same matching hurts where the image is in distribution 
   stored with the statistics;
 * **hysteresis**: a camera turns harmonization on when its score exceeds the threshold and off only when it falls
   below ``release`` × the threshold, so it does not flicker within an episode;
-* **normalizers** (per camera, to the demos' pooled histograms): ``hist`` — per-channel histogram matching (a
-  256-entry lookup table per channel); ``meanstd`` — per-channel mean and standard deviation, cheaper;
+* **normalizers** (per camera, 256-entry lookup tables per channel): ``hist`` — per-channel histogram matching;
+  ``meanstd`` — per-channel mean and standard deviation (an affine map), cheaper and gentler;
+* **reference**: ``start`` (default) — the shift is estimated once per episode, from its first frame against the
+  start reference of the demo scene it resembles most (the demos' first frames: same scene, same start pose), and
+  that one map is applied to every frame; ``frame`` — every frame is matched to the demos' pooled statistics over
+  all frames. Matching each frame on its own also "corrects" the natural changes of an episode (a wrist camera
+  close to the table, then above it) — on the training split's clean held-out demos that moved the frozen VLA's
+  chunk far more than the start estimate does (docs/experiments/harmonize.md);
 * ``mode``: ``gated`` (the above), ``always``, ``never`` (for ablations).
 
 :class:`HarmonizedPolicy` is a policy like every other: it transforms ``images/<camera>`` of each observation and
@@ -30,10 +36,11 @@ import numpy as np
 from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
 from r2a_core.types import image_key
-from r2a_core.visual_ood import CameraStats, ImageStats, pooled_image_features
+from r2a_core.visual_ood import CameraStats, ImageStats, histogram_moments, pooled_image_features
 
 MODES = ("gated", "always", "never")
 NORMALIZERS = ("hist", "meanstd")
+REFERENCES = ("start", "frame")
 
 
 @dataclass(frozen=True)
@@ -42,12 +49,14 @@ class HarmonizeSettings:
 
     enabled: bool = False
     """harmonize the base's observations (R2A config only; ``--policy harmonize:BASE`` always does)"""
-    image_stats: str = "r2a/assets/r2a_image_stats.json"
+    image_stats: str = "r2a/assets/r2a_harmonize_stats.json"
     """the demos' image statistics with the detector's fitted threshold (r2a demos image-stats --fit-clean ... --fit-shifted ...)"""
     mode: Literal["gated", "always", "never"] = "gated"
     """gated: only while the detector fires; always / never: ablations"""
-    normalizer: Literal["hist", "meanstd"] = "hist"
+    normalizer: Literal["hist", "meanstd"] = "meanstd"
     """hist: per-channel histogram matching; meanstd: per-channel mean and standard deviation"""
+    reference: Literal["start", "frame"] = "start"
+    """start: one map per episode, from its first frame to the demos' first frames; frame: each frame to all demo frames"""
     release: float = 0.5
     """hysteresis: a firing camera turns off below release × threshold"""
 
@@ -69,37 +78,53 @@ def apply_luts(image: np.ndarray, luts: np.ndarray) -> np.ndarray:
     return out
 
 
-def match_mean_std(image: np.ndarray, target_mean: np.ndarray, target_std: np.ndarray) -> np.ndarray:
-    """Per-channel affine map of ``image`` (uint8) to the target mean and standard deviation (0–255 units), applied
-    as a lookup table (the statistics from each channel's 256-bin histogram: no float copy of the image)."""
+def mean_std_lut(image: np.ndarray, target_mean: np.ndarray, target_std: np.ndarray) -> np.ndarray:
+    """Per-channel lookup tables ``(3, 256)`` of the affine map taking ``image``'s (uint8) mean and standard deviation
+    to the target's (0–255 units); the statistics come from each channel's 256-bin histogram (no float image)."""
+    hist = np.stack([np.bincount(image[..., c].ravel(), minlength=256) for c in range(3)])
+    mean, std = histogram_moments(hist)
     levels = np.arange(256.0)
-    luts = np.empty((3, 256), np.uint8)
-    n = image.shape[0] * image.shape[1]
-    for c in range(3):
-        hist = np.bincount(image[..., c].ravel(), minlength=256) / n
-        mean = float(hist @ levels)
-        std = max(float(np.sqrt(hist @ (levels - mean) ** 2)), 1.0)
-        luts[c] = np.clip((levels - mean) * (target_std[c] / std) + target_mean[c] + 0.5, 0, 255).astype(np.uint8)
-    return apply_luts(image, luts)
+    return np.clip((levels[None, :] - mean[:, None]) * (np.asarray(target_std) / std)[:, None]
+                   + np.asarray(target_mean)[:, None] + 0.5, 0, 255).astype(np.uint8)
+
+
+def match_mean_std(image: np.ndarray, target_mean: np.ndarray, target_std: np.ndarray) -> np.ndarray:
+    """``image`` mapped per channel to the target mean and standard deviation (see :func:`mean_std_lut`)."""
+    return apply_luts(image, mean_std_lut(image, target_mean, target_std))
 
 
 @dataclass
 class CameraHarmonizer:
-    """One camera: its demo statistics, the detector's threshold, the normalizer and the hysteresis state."""
+    """One camera: its demo statistics, the detector's threshold, the normalizer, and per episode the hysteresis
+    state and (reference ``start``) the map estimated from the episode's first frame."""
 
     stats: CameraStats
     threshold: float
     normalizer: str
     release: float
+    reference: str = "start"
     active: bool = False
+    episode_luts: np.ndarray | None = None
 
     def __post_init__(self) -> None:
+        if self.reference == "start" and not self.stats.starts:
+            raise R2AInputError("harmonize (reference start): the image stats have no start references (format "
+                                "v1); recompute them with 'r2a demos image-stats' or use reference frame")
         hist = np.asarray(self.stats.histogram, np.float64)
         self.cdf = np.cumsum(hist, axis=1) / np.maximum(hist.sum(axis=1, keepdims=True), 1e-12)
-        levels = np.arange(256.0)
-        self.mean = (hist * levels).sum(1) / np.maximum(hist.sum(1), 1e-12)
-        self.std = np.sqrt(np.maximum((hist * (levels - self.mean[:, None]) ** 2).sum(1) / np.maximum(hist.sum(1), 1e-12),
-                                      1.0))
+        self.mean, self.std = histogram_moments(hist)
+
+    def reset(self) -> None:
+        self.active, self.episode_luts = False, None
+
+    def observe_first(self, image: np.ndarray) -> None:
+        """Reference ``start``: estimate the episode's map from its first frame (once; later frames keep it)."""
+        if self.reference == "start" and self.episode_luts is None:
+            ref = self.stats.start_reference(image)
+            if self.normalizer == "hist":
+                self.episode_luts = match_histogram_lut(image, np.cumsum(ref.histogram, axis=1))
+            else:
+                self.episode_luts = mean_std_lut(image, ref.mean, ref.std)
 
     def update(self, score: float) -> bool:
         """Schmitt trigger on the score: on above the threshold, off below ``release`` × the threshold."""
@@ -112,6 +137,9 @@ class CameraHarmonizer:
         return self.active
 
     def normalize(self, image: np.ndarray) -> np.ndarray:
+        if self.reference == "start":
+            self.observe_first(image)
+            return apply_luts(image, self.episode_luts)
         if self.normalizer == "hist":
             return apply_luts(image, match_histogram_lut(image, self.cdf))
         return match_mean_std(image, self.mean, self.std)
@@ -122,23 +150,24 @@ class HarmonizedPolicy:
 
     def __init__(self, base: Policy, stats: ImageStats, settings: HarmonizeSettings | None = None) -> None:
         settings = settings or HarmonizeSettings(enabled=True)
-        if settings.mode not in MODES or settings.normalizer not in NORMALIZERS:
-            raise R2AInputError(f"harmonize: mode must be one of {', '.join(MODES)} and normalizer one of "
-                                f"{', '.join(NORMALIZERS)}; got {settings.mode!r}, {settings.normalizer!r}")
+        if settings.mode not in MODES or settings.normalizer not in NORMALIZERS or settings.reference not in REFERENCES:
+            raise R2AInputError(f"harmonize: mode must be one of {', '.join(MODES)}, normalizer one of "
+                                f"{', '.join(NORMALIZERS)} and reference one of {', '.join(REFERENCES)}; got "
+                                f"{settings.mode!r}, {settings.normalizer!r}, {settings.reference!r}")
         missing = [cam for cam, th in stats.thresholds.items() if th is None]
         if settings.mode == "gated" and (not stats.thresholds or missing):
             raise R2AInputError("harmonize (gated): the image stats carry no fitted detector threshold; fit one "
                                 "with 'r2a demos image-stats ... --fit-clean ... --fit-shifted ...' or use mode always/never")
         self.base, self.settings = base, settings
         self.cameras = {cam: CameraHarmonizer(s, float(stats.thresholds.get(cam) or np.inf), settings.normalizer,
-                                              settings.release) for cam, s in stats.cameras.items()}
+                                              settings.release, settings.reference) for cam, s in stats.cameras.items()}
         self.action_space = getattr(base, "action_space", None)
 
     @property
     def metadata(self) -> dict[str, Any]:
         base = getattr(self.base, "metadata", None) or {}
         return {**base, "harmonize": {"mode": self.settings.mode, "normalizer": self.settings.normalizer,
-                                      "cameras": sorted(self.cameras)}}
+                                      "reference": self.settings.reference, "cameras": sorted(self.cameras)}}
 
     @property
     def n_action_steps(self) -> int | None:
@@ -146,7 +175,7 @@ class HarmonizedPolicy:
 
     def reset(self) -> None:
         for cam in self.cameras.values():
-            cam.active = False
+            cam.reset()
         self.base.reset()
 
     def close(self) -> None:
@@ -169,10 +198,11 @@ class HarmonizedPolicy:
             image = obs.get(key)
             if image is None or np.ndim(image) != 3:
                 continue
-            image = np.asarray(image)
+            image = np.asarray(image).astype(np.uint8, copy=False)
             if self.settings.mode == "never":
                 report[name] = {"active": False}
                 continue
+            cam.observe_first(image)  # the episode's first frame, whether or not it fires
             score = None
             if self.settings.mode == "gated":
                 score = cam.stats.score(pooled_image_features(image), photometric=True)
@@ -180,10 +210,10 @@ class HarmonizedPolicy:
             else:
                 active = True
             if active:
-                out[key] = cam.normalize(image.astype(np.uint8, copy=False))
+                out[key] = cam.normalize(image)
             report[name] = {"active": bool(active), "score": None if score is None else round(float(score), 3)}
         return out, report
 
 
-__all__ = ["HarmonizeSettings", "HarmonizedPolicy", "MODES", "NORMALIZERS", "apply_luts", "match_histogram_lut",
-           "match_mean_std"]
+__all__ = ["HarmonizeSettings", "HarmonizedPolicy", "MODES", "NORMALIZERS", "REFERENCES", "apply_luts",
+           "match_histogram_lut", "match_mean_std", "mean_std_lut"]

@@ -9,7 +9,10 @@ the policy-agnostic version of that idea.
 
 :class:`ImageStats` holds, per camera, the demonstrations' embedding mean and a shrunk covariance; ``score`` is
 the Mahalanobis distance² divided by the dimension (≈ 1 on images like the demonstrations', growing with the
-shift). Stored as ``r2a.image-stats`` v1 (JSON: numbers only, no pickle); readers reject other versions.
+shift). Per camera and demo file the stats also keep a *start reference*: the demos' first frames (their
+gain-invariant layout, pooled colour moments and histogram), against which observation harmonization estimates
+an episode's photometric shift from its own first frame. Stored as ``r2a.image-stats`` v2 (JSON: numbers only, no
+pickle; v1, without start references, is still read); readers reject other versions.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -25,7 +28,10 @@ from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
 from r2a_core.images import resize_image
 
-FORMAT, FORMAT_VERSION = "r2a.image-stats", 1
+FORMAT, FORMAT_VERSION = "r2a.image-stats", 2
+READABLE_VERSIONS = (1, 2)
+#: side of the luminance layout that picks an episode's start reference (a coarse, gain-normalized thumbnail)
+LAYOUT_SIZE = 8
 POOL_SIZE = 32
 HIST_BINS = 8
 #: covariance shrinkage toward its diagonal (a few thousand frames estimate 52×52 covariances only roughly)
@@ -78,6 +84,62 @@ def _pooled(img: np.ndarray) -> np.ndarray:
     return resize_image(img, (POOL_SIZE, POOL_SIZE)).astype(np.float64)
 
 
+def histogram_moments(histogram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and standard deviation (0–255 units, the deviation at least 1) of ``(3, 256)`` histograms."""
+    hist = np.asarray(histogram, np.float64)
+    hist = hist / np.maximum(hist.sum(axis=1, keepdims=True), 1e-12)
+    levels = np.arange(256.0)
+    mean = hist @ levels
+    return mean, np.sqrt(np.maximum((hist * (levels[None, :] - mean[:, None]) ** 2).sum(1), 1.0))
+
+
+def start_layout(image: np.ndarray) -> np.ndarray:
+    """The gain-invariant luminance layout of an image: an ``LAYOUT_SIZE``² thumbnail divided by its mean, so a
+    brighter or dimmer version of the same scene has the same layout and different scenes do not."""
+    lum = _pooled(np.asarray(image)) @ np.array([0.299, 0.587, 0.114])
+    k = POOL_SIZE // LAYOUT_SIZE
+    thumb = lum.reshape(LAYOUT_SIZE, k, LAYOUT_SIZE, k).mean(axis=(1, 3)).ravel()
+    return thumb / max(float(thumb.mean()), 1e-6)
+
+
+@dataclass
+class StartReference:
+    """What a demo file's episodes look like at their first frame (one scene, the robot at its start pose): the
+    mean layout that identifies the scene and the pooled per-channel moments and histogram to normalize toward."""
+
+    source: str
+    episodes: int
+    layout: np.ndarray  # (LAYOUT_SIZE², ) mean gain-normalized luminance thumbnail
+    mean: np.ndarray  # (3,) per-channel mean, 0–255
+    std: np.ndarray  # (3,) per-channel standard deviation, 0–255
+    histogram: np.ndarray  # (3, 256) pooled per-channel histogram, normalized
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"source": self.source, "episodes": self.episodes, "layout": self.layout.tolist(),
+                "mean": self.mean.tolist(), "std": self.std.tolist(), "histogram": self.histogram.tolist()}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> "StartReference":
+        return cls(source=str(d["source"]), episodes=int(d["episodes"]), layout=np.asarray(d["layout"], np.float64),
+                   mean=np.asarray(d["mean"], np.float64), std=np.asarray(d["std"], np.float64),
+                   histogram=np.asarray(d["histogram"], np.float64))
+
+
+def fit_start_reference(first_frames: Iterable[np.ndarray], source: str) -> StartReference:
+    """The start reference of one demo file from its episodes' first frames (uint8 ``(H, W, 3)`` each)."""
+    frames = [np.asarray(f) for f in first_frames]
+    if not frames:
+        raise R2AInputError(f"{source}: no first frames to build a start reference from")
+    hist = np.zeros((3, 256))
+    for img in frames:
+        for c in range(3):
+            hist[c] += np.bincount(img[..., c].ravel(), minlength=256)
+    hist /= hist.sum(axis=1, keepdims=True)
+    mean, std = histogram_moments(hist)
+    return StartReference(source=source, episodes=len(frames), layout=np.mean([start_layout(f) for f in frames], 0),
+                          mean=mean, std=std, histogram=hist)
+
+
 @dataclass
 class CameraStats:
     """One camera's demonstration statistics: embedding mean, inverse shrunk covariance, pooled histograms."""
@@ -87,6 +149,15 @@ class CameraStats:
     frames: int
     histogram: np.ndarray  # (3, 256) pooled per-channel histogram of the demo frames (observation harmonization)
     photometric_precision: np.ndarray | None = None  # of the PHOTOMETRIC features alone
+    starts: list[StartReference] = field(default_factory=list)  # one per demo file (format v2)
+
+    def start_reference(self, image: np.ndarray) -> StartReference:
+        """The start reference whose scene layout is nearest to ``image``'s (an episode's first frame)."""
+        if not self.starts:
+            raise R2AInputError("these image stats have no start references (format v1); recompute them with "
+                                "'r2a demos image-stats'")
+        layout = start_layout(image)
+        return min(self.starts, key=lambda ref: float(np.sum((ref.layout - layout) ** 2)))
 
     def score(self, features: np.ndarray, photometric: bool = False) -> float:
         """Mahalanobis distance² / dimension of an embedding (≈ 1 in distribution); ``photometric``: of its colour
@@ -136,17 +207,26 @@ def roc_auc(negatives: np.ndarray, positives: np.ndarray) -> float:
     return float((ranks[len(neg):].sum() - len(pos) * (len(pos) + 1) / 2.0) / (len(neg) * len(pos)))
 
 
-def fit_threshold(negatives: np.ndarray, positives: np.ndarray) -> float:
+def fit_threshold(negatives: np.ndarray | Sequence[np.ndarray],
+                  positives: np.ndarray | Sequence[np.ndarray]) -> float:
     """The threshold on the score that best separates ``positives`` (should fire) from ``negatives`` (should
-    not): the largest Youden's J = TPR − FPR, placed midway between the two scores it falls between (log scale)."""
-    neg, pos = np.asarray(negatives, np.float64), np.asarray(positives, np.float64)
-    if len(neg) < 2 or len(pos) < 2:
+    not): the largest Youden's J = TPR − FPR, placed midway between the two scores it falls between (log scale).
+    Each side is one array of scores or a list of groups (one per shift condition); groups count equally in their
+    side's rate, so thousands of clean frames do not outweigh a few hundred of one shift."""
+    neg, pos = _groups(negatives), _groups(positives)
+    if sum(map(len, neg)) < 2 or sum(map(len, pos)) < 2:
         raise R2AInputError("fitting a detector threshold needs at least 2 frames that should and 2 that should not fire")
-    values = np.unique(np.concatenate([neg, pos]))
+    values = np.unique(np.concatenate(neg + pos))
     cuts = np.sqrt(np.maximum(values[:-1], 1e-12) * np.maximum(values[1:], 1e-12)) if len(values) > 1 else values
-    tpr = (pos[None, :] > cuts[:, None]).mean(1)
-    fpr = (neg[None, :] > cuts[:, None]).mean(1)
+    tpr = np.mean([(g[None, :] > cuts[:, None]).mean(1) for g in pos], axis=0)
+    fpr = np.mean([(g[None, :] > cuts[:, None]).mean(1) for g in neg], axis=0)
     return float(cuts[int(np.argmax(tpr - fpr))])
+
+
+def _groups(scores: np.ndarray | Sequence[np.ndarray]) -> list[np.ndarray]:
+    if isinstance(scores, np.ndarray) or not len(scores) or np.isscalar(scores[0]):
+        scores = [scores]
+    return [np.asarray(g, np.float64).ravel() for g in scores if len(g)]
 
 
 def fit_camera_stats(images: Iterable[np.ndarray]) -> CameraStats:
@@ -178,7 +258,8 @@ def save_image_stats(stats: ImageStats, path: str | Path) -> Path:
            "cameras": {name: {"mean": s.mean.tolist(), "precision": s.precision.tolist(), "frames": s.frames,
                               "histogram": s.histogram.tolist(),
                               "photometric_precision": None if s.photometric_precision is None
-                              else s.photometric_precision.tolist()} for name, s in stats.cameras.items()}}
+                              else s.photometric_precision.tolist(),
+                              "starts": [ref.to_dict() for ref in s.starts]} for name, s in stats.cameras.items()}}
     write_json_atomic(Path(path), doc)
     return Path(path)
 
@@ -192,9 +273,9 @@ def load_image_stats(path: str | Path) -> ImageStats:
         raise R2AInputError(f"{path}: cannot read image stats ({err})") from None
     if not isinstance(doc, Mapping) or doc.get("format") != FORMAT:
         raise R2AInputError(f"{path}: not an image-stats file (expected format {FORMAT!r})")
-    if doc.get("format_version") != FORMAT_VERSION:
+    if doc.get("format_version") not in READABLE_VERSIONS:
         raise R2AInputError(f"{path}: image-stats format_version {doc.get('format_version')!r} is not supported "
-                            f"(this r2a reads {FORMAT_VERSION})")
+                            f"(this r2a reads {', '.join(map(str, READABLE_VERSIONS))})")
     if doc.get("feature_names") != FEATURE_NAMES:
         raise R2AInputError(f"{path}: computed with another image embedding; recompute it (r2a demos image-stats)")
     cameras = {}
@@ -202,11 +283,12 @@ def load_image_stats(path: str | Path) -> ImageStats:
         photo = s.get("photometric_precision")
         cameras[name] = CameraStats(mean=np.asarray(s["mean"]), precision=np.asarray(s["precision"]),
                                     frames=int(s["frames"]), histogram=np.asarray(s["histogram"]),
-                                    photometric_precision=None if photo is None else np.asarray(photo))
+                                    photometric_precision=None if photo is None else np.asarray(photo),
+                                    starts=[StartReference.from_dict(d) for d in s.get("starts") or []])
     return ImageStats(cameras=cameras, sources=list(doc.get("sources") or []),
                       thresholds={k: (None if v is None else float(v)) for k, v in (doc.get("thresholds") or {}).items()},
                       detector=dict(doc.get("detector") or {}))
 
 
-__all__ = ["FEATURE_DIM", "CameraStats", "ImageStats", "fit_camera_stats", "fit_threshold", "load_image_stats",
-           "pooled_image_features", "roc_auc", "save_image_stats"]
+__all__ = ["FEATURE_DIM", "CameraStats", "ImageStats", "StartReference", "fit_camera_stats", "fit_start_reference",
+           "fit_threshold", "histogram_moments", "load_image_stats", "pooled_image_features", "roc_auc", "save_image_stats", "start_layout"]

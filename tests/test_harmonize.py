@@ -10,7 +10,8 @@ from r2a.harmonize import (CameraHarmonizer, HarmonizeSettings, HarmonizedPolicy
                            match_mean_std)
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
-from r2a_core.visual_ood import ImageStats, fit_camera_stats, fit_threshold, roc_auc
+from r2a_core.visual_ood import (ImageStats, fit_camera_stats, fit_start_reference, fit_threshold, load_image_stats,
+                                 roc_auc, save_image_stats)
 
 
 def test_histogram_matching_maps_a_two_level_image_onto_a_two_level_target():
@@ -35,6 +36,9 @@ def test_mean_std_matching_hits_the_target_statistics():
 def test_the_threshold_separates_what_should_fire_from_what_should_not():
     assert fit_threshold([0.1, 0.2, 0.3], [5.0, 6.0]) == pytest.approx(np.sqrt(0.3 * 5.0))
     assert roc_auc([0.1, 0.2], [0.3, 0.4]) == 1.0 and roc_auc([1.0, 1.0], [1.0, 1.0]) == 0.5
+    clean, camera, light = [0.1] * 98, [3.0, 3.0], [2.0, 5.0, 5.0, 5.0]
+    assert fit_threshold(clean + camera, light) == pytest.approx(np.sqrt(0.1 * 2.0))  # pooled: camera is 2 %
+    assert fit_threshold([clean, camera], [light]) == pytest.approx(np.sqrt(3.0 * 5.0))  # per condition: half
     with pytest.raises(R2AInputError, match="at least 2"):
         fit_threshold([0.1], [1.0, 2.0])
 
@@ -42,11 +46,14 @@ def test_the_threshold_separates_what_should_fire_from_what_should_not():
 def _stats(threshold: float | None = 2.0) -> ImageStats:
     rng = np.random.default_rng(1)
     frames = [np.clip(rng.normal(120, 20, (32, 32, 3)), 0, 255).astype(np.uint8) for _ in range(40)]
-    return ImageStats(cameras={"agentview": fit_camera_stats(frames)}, thresholds={"agentview": threshold})
+    camera = fit_camera_stats(frames)
+    camera.starts = [fit_start_reference(frames[:5], "synthetic.hdf5")]
+    return ImageStats(cameras={"agentview": camera}, thresholds={"agentview": threshold})
 
 
 def test_hysteresis_turns_on_above_the_threshold_and_off_only_below_the_release():
-    cam = CameraHarmonizer(_stats().cameras["agentview"], threshold=1.0, normalizer="hist", release=0.5)
+    cam = CameraHarmonizer(_stats().cameras["agentview"], threshold=1.0, normalizer="hist", release=0.5,
+                           reference="frame")
     assert [cam.update(s) for s in (0.5, 1.2, 0.8, 0.6, 0.4, 0.9, float("nan"), 1.1)] == \
         [False, True, True, True, False, False, False, True]
 
@@ -73,6 +80,7 @@ def test_the_policy_normalizes_only_when_the_detector_fires_and_modes_ablate_it(
     policy = HarmonizedPolicy(base, stats, HarmonizeSettings(enabled=True, mode="gated"))
     out = policy.infer({"images/agentview": normal, "prompt": "x"})
     assert out["harmonize"]["agentview"]["active"] is False and base.seen[-1]["images/agentview"] is normal
+    policy.reset()  # an episode that starts dark: the map from its first frame brightens it
     out = policy.infer({"images/agentview": dark, "prompt": "x"})
     assert out["harmonize"]["agentview"]["active"] is True
     assert base.seen[-1]["images/agentview"].mean() > 60  # brought toward the demos' brightness
@@ -88,6 +96,54 @@ def test_the_policy_normalizes_only_when_the_detector_fires_and_modes_ablate_it(
     assert always.base.seen[-1]["images/agentview"] is not normal
     with pytest.raises(R2AInputError, match="no fitted detector threshold"):
         HarmonizedPolicy(RecordingBase(), _stats(None), HarmonizeSettings(enabled=True, mode="gated"))
+
+
+def _scene(bright_left: bool, gain: float = 1.0, seed: int = 0) -> np.ndarray:
+    """A 32-px scene, bright on one half: its layout tells the scenes apart at any brightness."""
+    rng = np.random.default_rng(seed)
+    img = np.full((32, 32, 3), 60.0) + rng.normal(0, 3, (32, 32, 3))
+    img[:, :16] += 100 if bright_left else 0
+    img[:, 16:] += 0 if bright_left else 100
+    return np.clip(img * gain, 0, 255).astype(np.uint8)
+
+
+def test_the_start_reference_of_the_nearest_scene_sets_one_map_for_the_whole_episode():
+    camera = fit_camera_stats([_scene(i % 2 == 0, seed=i) for i in range(20)])
+    camera.starts = [fit_start_reference([_scene(True, seed=i) for i in range(5)], "left.hdf5"),
+                     fit_start_reference([_scene(False, seed=i) for i in range(5)], "right.hdf5")]
+    dim_right = _scene(False, gain=0.5, seed=9)  # a light shift of the second scene
+    assert camera.start_reference(dim_right).source == "right.hdf5"
+    assert camera.start_reference(_scene(True, gain=1.6, seed=9)).source == "left.hdf5"
+    stats = ImageStats(cameras={"agentview": camera}, thresholds={"agentview": None})
+    policy = HarmonizedPolicy(RecordingBase(), stats, HarmonizeSettings(enabled=True, mode="always"))
+    policy.infer({"images/agentview": dim_right})
+    np.testing.assert_allclose(policy.base.seen[-1]["images/agentview"].reshape(-1, 3).mean(0),
+                               camera.starts[1].mean, atol=2.0)  # the first frame lands on the reference
+    later = np.full((32, 32, 3), 50, np.uint8)  # a later frame keeps the first frame's map: 50 ≈ 2 × 25 + ...
+    policy.infer({"images/agentview": later})
+    luts = policy.cameras["agentview"].episode_luts
+    assert (policy.base.seen[-1]["images/agentview"] == luts[:, 50]).all() and luts[0, 50] > 80
+    policy.reset()
+    assert policy.cameras["agentview"].episode_luts is None
+
+
+def test_stats_files_carry_their_version_and_v1_has_no_start_references(tmp_path):
+    import json
+
+    path = save_image_stats(_stats(), tmp_path / "stats.json")
+    doc = json.loads(path.read_text())
+    assert doc["format_version"] == 2 and load_image_stats(path).cameras["agentview"].starts[0].episodes == 5
+    v1 = {**doc, "format_version": 1, "cameras": {"agentview": {k: v for k, v in doc["cameras"]["agentview"].items()
+                                                                 if k != "starts"}}}
+    path.write_text(json.dumps(v1))
+    old = load_image_stats(path)
+    assert old.cameras["agentview"].starts == []
+    with pytest.raises(R2AInputError, match="no start references"):
+        HarmonizedPolicy(RecordingBase(), old, HarmonizeSettings(enabled=True))
+    HarmonizedPolicy(RecordingBase(), old, HarmonizeSettings(enabled=True, reference="frame"))  # v1 still serves
+    path.write_text(json.dumps({**doc, "format_version": 3}))
+    with pytest.raises(R2AInputError, match="format_version 3 is not supported"):
+        load_image_stats(path)
 
 
 def test_r2a_composes_with_a_harmonized_base_and_keeps_raw_images_for_itself(tmp_path):
