@@ -59,7 +59,7 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
     other factors (geometric or non-visual shifts, where normalizing hurts), each condition weighing the same in the
     fit however many frames it has. Returns the record: frames, the
     threshold, ROC-AUC of clean vs each condition and the share of each condition's frames that fire."""
-    clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
+    clean_eps, shifted_eps = training_split_renders(clean), training_split_renders(shifted)
     record: dict[str, Any] = {}
     for camera, cam_stats in stats.cameras.items():
         by_condition = _scores(cam_stats, _features_by_condition(camera, clean_eps, shifted_eps, stride), photometric=True)
@@ -90,7 +90,7 @@ def evaluate_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: S
     unknown = sorted(set(cameras or ()) - set(stats.cameras))
     if unknown:
         raise R2AInputError(f"image stats have no camera {', '.join(unknown)}; they hold {', '.join(stats.cameras)}")
-    clean_eps, shifted_eps = _training_split_renders(clean), _training_split_renders(shifted)
+    clean_eps, shifted_eps = training_split_renders(clean), training_split_renders(shifted)
     record: dict[str, Any] = {}
     for camera, cam_stats in stats.cameras.items():
         if cameras and camera not in cameras:
@@ -109,7 +109,7 @@ def evaluate_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: S
     return record
 
 
-def _training_split_renders(paths: Sequence[str | Path]) -> list:
+def training_split_renders(paths: Sequence[str | Path]) -> list:
     """The episodes of render files, refused if any was drawn with a test seed (the detector never sees them)."""
     from demos.dataset import episode_seeds, load_episodes
 
@@ -154,4 +154,4 @@ def write_image_stats(paths: Sequence[str | Path], out: str | Path, cameras: Seq
     return {"frames": {name: s.frames for name, s in stats.cameras.items()}, "detector": detector}
 
 
-__all__ = ["evaluate_detector", "fit_detector", "image_stats_from_files", "write_image_stats"]
+__all__ = ["evaluate_detector", "fit_detector", "image_stats_from_files", "training_split_renders", "write_image_stats"]

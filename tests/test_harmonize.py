@@ -205,3 +205,44 @@ def test_the_detector_is_fitted_and_scored_per_condition_on_training_split_rende
     test_seed = _render_file(tmp_path, "test", {"factor": "light", "level": 3, "seed": 100000}, 40)
     with pytest.raises(R2AInputError, match="seed 100000"):
         evaluate_detector(_stats(), [clean], [test_seed])
+
+
+def test_the_offline_check_scores_each_variant_against_the_clean_render_of_the_same_state(tmp_path):
+    """The frozen built-in VLA on a clean file and on its 'light' re-render (every image × 0.4): the clean row is
+    zero without harmonization, the dimmed images move the chunk, and the episode's start map undoes most of it."""
+    from demos.hdf5_io import write_hdf5
+    from demos.image_stats import write_image_stats
+    from r2a.harmonize_check import harmonize_check, markdown_table
+    from tests.conftest import make_episode
+
+    def scene(rng: np.random.Generator, length: int) -> np.ndarray:
+        base = np.full((length, 32, 32, 3), 90.0)
+        base[:, :, :16] += 80
+        return np.clip(base + rng.normal(0, 10, base.shape), 0, 255)
+
+    clean, dim = [], []
+    for i in range(3):
+        ep = make_episode(length=8, seed=i)
+        rng = np.random.default_rng(i)
+        ep.images = {cam: scene(rng, 8).astype(np.uint8) for cam in ("agentview", "wrist")}
+        ep.meta = {"seed": 20000 + i}
+        clean.append(ep)
+        shifted = make_episode(length=8, seed=i)
+        shifted.images = {cam: (v * 0.4).astype(np.uint8) for cam, v in ep.images.items()}
+        shifted.meta = {"seed": 20000 + i, "shift": {"factor": "light", "level": 3, "seed": 5000 + i}}
+        dim.append(shifted)
+    clean_path = write_hdf5(tmp_path / "clean.hdf5", clean, env_args={"env_name": "Lift"})
+    dim_path = write_hdf5(tmp_path / "light3.hdf5", dim, env_args={"env_name": "Lift"})
+    write_image_stats([clean_path], tmp_path / "stats.json", cameras=("agentview", "wrist"), stride=1)
+    rows = harmonize_check("builtin", tmp_path / "stats.json", clean_path, [dim_path], episodes=3, stride=2,
+                           n_boot=50)
+    by = {(r["condition"], r["variant"]): r for r in rows}
+    assert "gated (defaults)" not in {r["variant"] for r in rows}  # no fitted threshold: not compared
+    assert by["clean", "none"]["trans_mm"][0] == 0.0 and by["clean", "none"]["frames"] == 12
+    assert by["light:3", "none"]["trans_mm"][0] > 0.0 and by["light:3", "none"]["active"] == 0.0
+    assert by["light:3", "start meanstd (always)"]["trans_mm"][0] < 0.5 * by["light:3", "none"]["trans_mm"][0]
+    assert by["light:3", "start meanstd (always)"]["active"] == 1.0
+    assert "| light:3 |" in markdown_table(rows)
+    other = write_hdf5(tmp_path / "other.hdf5", [make_episode(length=8, seed=9)] * 3, env_args={"env_name": "Lift"})
+    with pytest.raises(R2AInputError, match="not a re-render"):
+        harmonize_check("builtin", tmp_path / "stats.json", clean_path, [other], episodes=3)

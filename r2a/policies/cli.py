@@ -1,5 +1,5 @@
 """``r2a policy``: train the built-in VLA, collect DAgger data for it, describe a checkpoint, list policies, serve a
-policy over websockets."""
+policy over websockets, check observation harmonization offline."""
 
 from __future__ import annotations
 
@@ -12,7 +12,10 @@ from pathlib import Path
 from demos.cli import add_expert_argument
 from r2a.serve.cli import add_serve_arguments, serve
 from r2a.vla.train_config import TrainConfig
+from r2a.harmonize import HarmonizeSettings
 from r2a_core.types import CAMERAS
+
+HARMONIZE_STATS = HarmonizeSettings().image_stats
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +63,17 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     info = sub.add_parser("info", help="describe a built-in VLA checkpoint (JSON)")
     info.add_argument("checkpoint")
     sub.add_parser("list", help="list the registered policy names")
+    check = sub.add_parser("harmonize-check", help="offline: how far harmonization brings the policy's chunk on "
+                                                   "shifted renders back to its chunk on the clean render, per "
+                                                   "shift condition and normalizer")
+    check.add_argument("--policy", default="builtin", help="the base policy (default: builtin)")
+    check.add_argument("--stats", default=HARMONIZE_STATS, help=f"image statistics (default: {HARMONIZE_STATS})")
+    check.add_argument("--clean", required=True, type=Path, help="a demo file with camera images (training seeds)")
+    check.add_argument("--shifted", nargs="+", required=True, type=Path, metavar="FILE",
+                       help="re-renders of --clean under shifts (r2a demos rerender CLEAN --shift FACTOR:LEVEL)")
+    check.add_argument("--episodes", type=int, default=12, help="first N episodes of each file (default: 12)")
+    check.add_argument("--stride", type=int, default=4, help="compare every n-th frame's chunk (default: 4)")
+    check.add_argument("--out", type=Path, default=None, help="also write the rows here (JSON, atomically)")
     serve = sub.add_parser("serve", help="serve a policy with the openpi websocket protocol (the same command as "
                                          "'r2a serve', proxy mode included)")
     add_serve_arguments(serve)
@@ -68,7 +82,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     return {"train": _train, "dagger": _dagger, "average": _average, "info": _info, "list": _list,
-            "serve": _serve}[args.command](args)
+            "serve": _serve, "harmonize-check": _harmonize_check}[args.command](args)
+
+
+def _harmonize_check(args: argparse.Namespace) -> int:
+    from r2a.harmonize_check import harmonize_check, markdown_table
+    from r2a.wrapper.config import resolve_path
+    from r2a_core.files import write_json_atomic
+
+    rows = harmonize_check(args.policy, resolve_path(args.stats), args.clean, args.shifted, args.episodes, args.stride)
+    if args.out is not None:
+        write_json_atomic(args.out, {"policy": args.policy, "stats": str(args.stats), "clean": str(args.clean),
+                                     "shifted": [str(p) for p in args.shifted], "rows": rows})
+    print(markdown_table(rows))
+    return 0
 
 
 def _train(args: argparse.Namespace) -> int:
