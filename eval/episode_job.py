@@ -158,13 +158,13 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
     shift = ShiftHooks(None if job.factor == CLEAN else _factor(job, options), job.level)
     hooks = BenchHooks(shift, sim.task)
     policy = make_policy(options.build_spec or job.policy, sim, seed)
-    wrapper = WrapperDiagnostics()
+    wrapper, harmonize = ReplyDiagnostics("r2a"), ReplyDiagnostics("harmonize")
     try:
         _check_artifacts(job.policy, policy, options.artifacts)
         # the config's execution horizon wins; otherwise the policy's own (openpi's action_horizon), else all of it
         n_action_steps = config.n_action_steps or getattr(policy, "n_action_steps", None)
         _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, hooks=hooks,
-                                 observer=_both(frames, wrapper))
+                                 observer=_both(frames, wrapper, harmonize))
     finally:
         close = getattr(policy, "close", None)  # a server connection is released at once, not at GC
         if callable(close):
@@ -172,8 +172,9 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
     if config.save_trajectories:
         files[f"trajectories/{job.slug()}.npz"] = _npz_bytes(summary["trace"])
     record = _record_fields(sim, hooks, summary)
-    if wrapper.diagnostics:
-        record["r2a"] = wrapper.summary()
+    for diagnostics in (wrapper, harmonize):
+        if diagnostics.replies:
+            record[diagnostics.key] = diagnostics.summary()
     return record
 
 
@@ -186,20 +187,25 @@ def _factor(job: Job, options: JobOptions) -> Any:
     return FACTOR_CLASSES[job.factor]({job.level: dict(options.shift_levels)})
 
 
-class WrapperDiagnostics:
-    """A rollout observer keeping the R2A wrapper's per-chunk diagnostics (``reply["r2a"]``) of one episode."""
+class ReplyDiagnostics:
+    """A rollout observer keeping one diagnostic of a policy's replies per query — ``r2a`` (the R2A wrapper's, per
+    chunk) or ``harmonize`` (observation harmonization's, per camera) — and summarizing them for the record."""
 
-    def __init__(self) -> None:
-        self.diagnostics: list[dict[str, Any]] = []
+    def __init__(self, key: str) -> None:
+        self.key, self.replies = key, []
 
     def __call__(self, step: Any) -> None:
-        if step.reply is not None and isinstance(step.reply.get("r2a"), dict):
-            self.diagnostics.append(step.reply["r2a"])
+        if step.reply is not None and isinstance(step.reply.get(self.key), dict):
+            self.replies.append(step.reply[self.key])
 
     def summary(self) -> dict[str, Any]:
+        if self.key == "harmonize":
+            from r2a.harmonize import summarize_harmonize
+
+            return summarize_harmonize(self.replies)
         from r2a.wrapper.policy import summarize_diagnostics
 
-        return summarize_diagnostics(self.diagnostics)
+        return summarize_diagnostics(self.replies)
 
 
 def _both(*observers: Any) -> Any:

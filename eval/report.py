@@ -172,6 +172,7 @@ def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed:
                    for rec in sorted(jobs.all, key=job_key) if rec.get("error") is not None],
         "failure_frames": _failure_frames(jobs),
         "wrapper": _wrapper_rows(jobs),
+        "harmonize": _harmonize_rows(jobs),
     }
     return to_json_safe(summary)
 
@@ -199,6 +200,29 @@ def _wrapper_rows(jobs: _Jobs) -> list[dict[str, Any]]:
                      "mean_gate": np.mean(gates, axis=0).round(4).tolist() if gates else None,
                      "mean_seed_distance": float(np.mean(seeds)) if seeds else math.nan,
                      "recovered_episodes": sum(1 for s in summaries if int(s.get("recovery_steps") or 0) > 0)})
+    return rows
+
+
+def _harmonize_rows(jobs: _Jobs) -> list[dict[str, Any]]:
+    """Per policy and condition, how often observation harmonization acted (records of harmonized policies carry
+    ``harmonize``): the share of the base's queries whose images it mapped, on any camera and per camera."""
+    groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    for rec in jobs.valid:
+        if isinstance(rec.get("harmonize"), Mapping):
+            groups[(rec["policy"], rec["factor"], int(rec["level"]))].append(rec["harmonize"])
+    rows = []
+    for (policy, factor, level), summaries in sorted(groups.items()):
+        queries = sum(int(s.get("queries") or 0) for s in summaries)
+
+        def share(get: Any) -> float:
+            acted = sum(float(get(s) or 0.0) * int(s.get("queries") or 0) for s in summaries)
+            return acted / queries if queries else math.nan
+
+        cameras = sorted({cam for s in summaries for cam in (s.get("active_share") or {})})
+        rows.append({"policy": policy, "factor": factor, "level": level, "episodes": len(summaries),
+                     "queries": queries, "active_share": share(lambda s: s.get("any_active_share")),
+                     "camera_share": {cam: share(lambda s, c=cam: (s.get("active_share") or {}).get(c))
+                                      for cam in cameras}})
     return rows
 
 
@@ -611,6 +635,7 @@ def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = (),
         *_uplift_md(summary["uplift"], summary["settings"].get("base_policy")),
         *_paired_md(summary["uplift"], summary.get("headline") or []),
         *_wrapper_md(summary.get("wrapper") or []),
+        *_harmonize_md(summary.get("harmonize") or []),
         *_stages_md(summary["conditions"]),
         *_trajectory_md(summary["conditions"]),
         *_figures_md(figures, omitted or {}),
@@ -799,6 +824,17 @@ def _wrapper_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
                    [[r["policy"], r["factor"], r["level"], r["episodes"], r["queries"], _num(r["fallback_share"]),
                      ", ".join(f"{k} {v}" for k, v in sorted(r["fallbacks"].items())) or "–", gate(r),
                      _num(r["mean_seed_distance"]), r["recovered_episodes"]] for r in rows]), ""]
+
+
+def _harmonize_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """How often harmonization acted per condition (only for runs that include a harmonized policy)."""
+    if not rows:
+        return []
+    return ["## Observation harmonization", "", "Share of the base policy's queries whose camera images were "
+            "harmonized (any camera, then per camera).", "",
+            _table(["policy", "factor", "L", "episodes", "queries", "harmonized", "per camera"],
+                   [[r["policy"], r["factor"], r["level"], r["episodes"], r["queries"], _num(r["active_share"]),
+                     ", ".join(f"{c} {_num(v)}" for c, v in r["camera_share"].items()) or "–"] for r in rows]), ""]
 
 
 def _stages_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -215,5 +215,16 @@ class HarmonizedPolicy:
         return out, report
 
 
+def summarize_harmonize(reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One episode's harmonization summary from the ``result["harmonize"]`` dicts of its queries (for the
+    benchmark records): how many queries, and the share of them harmonized per camera and on any camera."""
+    cameras = sorted({cam for r in reports for cam in r})
+    active = [{cam: bool((r.get(cam) or {}).get("active")) for cam in cameras} for r in reports]
+    n = len(active)
+    return {"queries": n,
+            "active_share": {cam: (sum(a[cam] for a in active) / n if n else None) for cam in cameras},
+            "any_active_share": sum(any(a.values()) for a in active) / n if n else None}
+
+
 __all__ = ["HarmonizeSettings", "HarmonizedPolicy", "MODES", "NORMALIZERS", "REFERENCES", "apply_luts",
-           "match_histogram_lut", "match_mean_std", "mean_std_lut"]
+           "match_histogram_lut", "match_mean_std", "mean_std_lut", "summarize_harmonize"]

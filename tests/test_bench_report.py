@@ -422,3 +422,16 @@ def test_errors_frames_and_provenance_sections(tmp_path):
             in md)
     assert "| p | Lift | camera | 1 | 1 | RuntimeError: boom \\| bad more |" in md
     assert f"- commit: {'c' * 40} (uncommitted changes)" in md and "sha256 dddddddddddddddd…" in md
+
+
+def test_harmonization_share_per_condition_weighs_episodes_by_their_queries():
+    recs = [record("harmonize:base", "Lift", "light", 3, 0, True, harmonize={
+                "queries": 10, "active_share": {"agentview": 1.0, "wrist": 0.0}, "any_active_share": 1.0}),
+            record("harmonize:base", "Lift", "light", 3, 1, False, harmonize={
+                "queries": 30, "active_share": {"agentview": 0.0, "wrist": 0.5}, "any_active_share": 0.5})]
+    summary = build_summary(recs)
+    (row,) = summary["harmonize"]
+    assert row["queries"] == 40 and row["active_share"] == pytest.approx((10 + 15) / 40)
+    assert row["camera_share"] == {"agentview": pytest.approx(0.25), "wrist": pytest.approx(15 / 40)}
+    assert "## Observation harmonization" in render_markdown(summary)
+    assert build_summary([record("base", "Lift", "clean", 0, 0, True)])["harmonize"] == []

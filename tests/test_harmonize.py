@@ -198,6 +198,9 @@ def test_the_detector_is_fitted_and_scored_per_condition_on_training_split_rende
     assert record["light:3"]["fires"] == 1.0 and record["clean"]["fires"] == 0.0
     assert 0.2 < record["camera:1"]["roc_auc_photometric"] < 0.8  # the same distribution: no separation
     assert evaluate_detector(_stats(threshold=None), [clean], [dark], stride=1)["agentview"]["light:3"]["fires"] is None
+    assert list(evaluate_detector(_stats(), [clean], [dark], stride=1, cameras=["agentview"])) == ["agentview"]
+    with pytest.raises(R2AInputError, match="no camera wrist"):
+        evaluate_detector(_stats(), [clean], [dark], cameras=["wrist"])
     stats = _stats(threshold=None)
     fitted = fit_detector(stats, [clean], [dark, same], stride=1)["agentview"]
     assert fitted["positives"] == ["light:3"] and fitted["fires"]["light:3"] == 1.0 and fitted["fires"]["clean"] == 0.0
@@ -246,3 +249,14 @@ def test_the_offline_check_scores_each_variant_against_the_clean_render_of_the_s
     other = write_hdf5(tmp_path / "other.hdf5", [make_episode(length=8, seed=9)] * 3, env_args={"env_name": "Lift"})
     with pytest.raises(R2AInputError, match="not a re-render"):
         harmonize_check("builtin", tmp_path / "stats.json", clean_path, [other], episodes=3)
+
+
+def test_an_episode_summary_counts_the_queries_harmonized_per_camera():
+    from r2a.harmonize import summarize_harmonize
+
+    reports = [{"agentview": {"active": True}, "wrist": {"active": False}},
+               {"agentview": {"active": False}, "wrist": {"active": False}},
+               {"agentview": {"active": True}, "wrist": {"active": True}}, {"agentview": {"active": False}}]
+    summary = summarize_harmonize(reports)
+    assert summary == {"queries": 4, "active_share": {"agentview": 0.5, "wrist": 0.25}, "any_active_share": 0.5}
+    assert summarize_harmonize([])["any_active_share"] is None
