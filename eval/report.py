@@ -177,16 +177,21 @@ def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed:
     return to_json_safe(summary)
 
 
+def _summaries_by_condition(jobs: _Jobs, key: str) -> list[tuple[tuple[str, str, int], list[Mapping[str, Any]]]]:
+    """The per-episode ``key`` summaries of the valid records, grouped by (policy, factor, level), sorted."""
+    groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
+    for rec in jobs.valid:
+        if isinstance(rec.get(key), Mapping):
+            groups[(rec["policy"], rec["factor"], int(rec["level"]))].append(rec[key])
+    return sorted(groups.items())
+
+
 def _wrapper_rows(jobs: _Jobs) -> list[dict[str, Any]]:
     """Per policy and condition, what the R2A wrapper did (records of wrapped policies carry ``r2a``): the share of
     its chunks that fell back to the base and why, its mean gate per dimension, the mean seed distance and how
     many episodes started with a start-pose recovery."""
-    groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
-    for rec in jobs.valid:
-        if isinstance(rec.get("r2a"), Mapping):
-            groups[(rec["policy"], rec["factor"], int(rec["level"]))].append(rec["r2a"])
     rows = []
-    for (policy, factor, level), summaries in sorted(groups.items()):
+    for (policy, factor, level), summaries in _summaries_by_condition(jobs, "r2a"):
         queries = sum(int(s.get("queries") or 0) for s in summaries)
         reasons: dict[str, int] = defaultdict(int)
         for s in summaries:
@@ -206,12 +211,8 @@ def _wrapper_rows(jobs: _Jobs) -> list[dict[str, Any]]:
 def _harmonize_rows(jobs: _Jobs) -> list[dict[str, Any]]:
     """Per policy and condition, how often observation harmonization acted (records of harmonized policies carry
     ``harmonize``): the share of the base's queries whose images it mapped, on any camera and per camera."""
-    groups: dict[tuple[str, str, int], list[Mapping[str, Any]]] = defaultdict(list)
-    for rec in jobs.valid:
-        if isinstance(rec.get("harmonize"), Mapping):
-            groups[(rec["policy"], rec["factor"], int(rec["level"]))].append(rec["harmonize"])
     rows = []
-    for (policy, factor, level), summaries in sorted(groups.items()):
+    for (policy, factor, level), summaries in _summaries_by_condition(jobs, "harmonize"):
         queries = sum(int(s.get("queries") or 0) for s in summaries)
 
         def share(get: Any) -> float:
