@@ -36,7 +36,7 @@ import numpy as np
 from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
 from r2a_core.types import image_key
-from r2a_core.visual_ood import CameraStats, ImageStats, histogram_moments, pooled_image_features
+from r2a_core.visual_ood import CameraStats, ImageStats, channel_histograms, histogram_moments, pooled_image_features
 
 MODES = ("gated", "always", "never")
 NORMALIZERS = ("hist", "meanstd")
@@ -81,8 +81,7 @@ def apply_luts(image: np.ndarray, luts: np.ndarray) -> np.ndarray:
 def mean_std_lut(image: np.ndarray, target_mean: np.ndarray, target_std: np.ndarray) -> np.ndarray:
     """Per-channel lookup tables ``(3, 256)`` of the affine map taking ``image``'s (uint8) mean and standard deviation
     to the target's (0–255 units); the statistics come from each channel's 256-bin histogram (no float image)."""
-    hist = np.stack([np.bincount(image[..., c].ravel(), minlength=256) for c in range(3)])
-    mean, std = histogram_moments(hist)
+    mean, std = histogram_moments(channel_histograms(image))
     levels = np.arange(256.0)
     return np.clip((levels[None, :] - mean[:, None]) * (np.asarray(target_std) / std)[:, None]
                    + np.asarray(target_mean)[:, None] + 0.5, 0, 255).astype(np.uint8)

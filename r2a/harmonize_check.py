@@ -38,6 +38,7 @@ def harmonize_check(policy_spec: str, stats_path: str | Path, clean: str | Path,
     from demos.image_stats import training_split_renders
     from r2a.policies import make_policy
     from r2a.retrieval.offline import mean_ci
+    from r2a.retrieval.queries import chunks_of_observations
     from r2a_core.visual_ood import load_image_stats
 
     if episodes < 1 or stride < 1 or steps < 1:
@@ -45,7 +46,7 @@ def harmonize_check(policy_spec: str, stats_path: str | Path, clean: str | Path,
     stats = load_image_stats(stats_path)
     policy = make_policy(policy_spec, None, seed)
     clean_eps = training_split_renders([clean])[:episodes]
-    reference = _chunks(policy, [o for ep in clean_eps for o in _replay(ep, None, stats, stride)[0]])
+    reference = chunks_of_observations(policy, [o for ep in clean_eps for o in _replay(ep, None, stats, stride)[0]])
     episode_of = np.concatenate([np.full(len(range(0, len(ep), stride)), i) for i, ep in enumerate(clean_eps)])
     conditions = [("clean", clean_eps)] + [(_condition(p), _paired(training_split_renders([p])[:episodes], clean_eps, p))
                                            for p in shifted]
@@ -55,7 +56,7 @@ def harmonize_check(policy_spec: str, stats_path: str | Path, clean: str | Path,
     for condition, eps in tqdm(conditions, desc="harmonize check", unit="condition"):
         for name, settings in variants.items():
             replays = [_replay(ep, settings, stats, stride) for ep in eps]
-            chunks = _chunks(policy, [o for obs, _ in replays for o in obs])
+            chunks = chunks_of_observations(policy, [o for obs, _ in replays for o in obs])
             errors = np.array([_deviation(a, b, steps) for a, b in zip(chunks, reference)])
             rows.append({"condition": condition, "variant": name, "frames": int(len(errors)), "episodes": len(eps),
                          "trans_mm": mean_ci(errors[:, 0], episode_of, rng, n_boot),
@@ -100,14 +101,6 @@ def _replay(episode: Any, settings: HarmonizeSettings | None, stats: Any, stride
         if t % stride == 0:
             observations.append(obs)
     return observations, active
-
-
-def _chunks(policy: Any, observations: list[dict[str, Any]], batch: int = 64) -> np.ndarray:
-    inner = getattr(policy, "inner", policy)
-    if hasattr(inner, "predict_batch"):
-        return np.concatenate([inner.predict_batch(observations[i:i + batch]) for i in range(0, len(observations), batch)])
-    policy.reset()
-    return np.stack([np.asarray(policy.infer(obs)["actions"], np.float32) for obs in observations])
 
 
 def _deviation(chunk: np.ndarray, clean_chunk: np.ndarray, steps: int) -> tuple[float, float]:

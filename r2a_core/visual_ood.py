@@ -84,6 +84,11 @@ def _pooled(img: np.ndarray) -> np.ndarray:
     return resize_image(img, (POOL_SIZE, POOL_SIZE)).astype(np.float64)
 
 
+def channel_histograms(image: np.ndarray) -> np.ndarray:
+    """The ``(3, 256)`` per-channel value counts of a uint8 ``(H, W, 3)`` image."""
+    return np.stack([np.bincount(image[..., c].ravel(), minlength=256) for c in range(3)])
+
+
 def histogram_moments(histogram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel mean and standard deviation (0–255 units, the deviation at least 1) of ``(3, 256)`` histograms."""
     hist = np.asarray(histogram, np.float64)
@@ -132,8 +137,7 @@ def fit_start_reference(first_frames: Iterable[np.ndarray], source: str) -> Star
         raise R2AInputError(f"{source}: no first frames to build a start reference from")
     hist = np.zeros((3, 256))
     for img in frames:
-        for c in range(3):
-            hist[c] += np.bincount(img[..., c].ravel(), minlength=256)
+        hist += channel_histograms(img)
     hist /= hist.sum(axis=1, keepdims=True)
     mean, std = histogram_moments(hist)
     return StartReference(source=source, episodes=len(frames), layout=np.mean([start_layout(f) for f in frames], 0),
@@ -235,8 +239,7 @@ def fit_camera_stats(images: Iterable[np.ndarray]) -> CameraStats:
     for img in images:
         img = np.asarray(img)
         feats.append(pooled_image_features(img))
-        for c in range(3):
-            hist[c] += np.bincount(img[..., c].ravel(), minlength=256)
+        hist += channel_histograms(img)
         n += 1
     if n < 2:
         raise R2AInputError(f"image stats need at least 2 frames per camera, got {n}")
@@ -291,4 +294,4 @@ def load_image_stats(path: str | Path) -> ImageStats:
 
 
 __all__ = ["FEATURE_DIM", "CameraStats", "ImageStats", "StartReference", "fit_camera_stats", "fit_start_reference",
-           "fit_threshold", "histogram_moments", "load_image_stats", "pooled_image_features", "roc_auc", "save_image_stats", "start_layout"]
+           "channel_histograms", "fit_threshold", "histogram_moments", "load_image_stats", "pooled_image_features", "roc_auc", "save_image_stats", "start_layout"]

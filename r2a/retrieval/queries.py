@@ -78,8 +78,12 @@ def base_chunks(policy: Any, episode: Episode, frames: np.ndarray, batch: int) -
     The built-in VLA predicts whole batches (``predict_batch``); any other policy is reset per episode and asked
     frame by frame in order, as it would be during a rollout.
     """
+    return chunks_of_observations(policy, [frame_observation(episode, int(t)) for t in frames], batch)
+
+
+def chunks_of_observations(policy: Any, observations: list[dict[str, Any]], batch: int = 64) -> np.ndarray:
+    """The policy's chunk on each of ``observations`` (in batches for the built-in VLA, else in order after a reset)."""
     inner = getattr(policy, "inner", policy)
-    observations = [frame_observation(episode, int(t)) for t in frames]
     if hasattr(inner, "predict_batch"):
         return np.concatenate([inner.predict_batch(observations[i:i + batch])
                                for i in range(0, len(observations), batch)])
@@ -200,5 +204,5 @@ def load_query_set(path: str | Path) -> QuerySet:
     return QuerySet(prompt=meta["prompts"], conditions=meta["conditions"], sources=meta["sources"], **arrays)
 
 
-__all__ = ["CLEAN_CONDITION", "QuerySet", "base_chunks", "build_query_set", "condition_of", "frame_observation",
+__all__ = ["CLEAN_CONDITION", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations", "condition_of", "frame_observation",
            "load_query_set", "save_query_set"]
