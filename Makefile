@@ -36,7 +36,8 @@ quickstart: install
 	$(VENV)/bin/r2a graph build $(QUICKSTART_DIR)/lift.hdf5 --out $(QUICKSTART_DIR)/lift_graph
 	$(VENV)/bin/r2a graph info $(QUICKSTART_DIR)/lift_graph
 	@echo "== r2a quickstart 3/4: the frozen built-in VLA and R2A around it (the shipped GNN retriever and learned gate on"
-	@echo "   this graph), paired on the same Lift episodes: clean, and camera, robot_init and light at L3 (configs/bench/quickstart.yaml)"
+	@echo "   this graph, observation harmonization on: configs/r2a/quickstart.yaml), paired on the same Lift episodes:"
+	@echo "   clean, and camera, robot_init and light at L3 (configs/bench/quickstart.yaml)"
 	$(VENV)/bin/r2a bench run --config configs/bench/quickstart.yaml --policy builtin \
 		--policy r2a:configs/r2a/quickstart.yaml --out $(QUICKSTART_DIR)/bench --workers 2
 	@echo "== r2a quickstart 4/4: done. The 'uplift' line above is the headline of $(QUICKSTART_DIR)/bench/report.md (figures beside it);"

@@ -773,8 +773,8 @@ def _headline_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
             "perturbed conditions (factor × level, each macro-averaged over tasks); pooled: the macro average over "
             "task × factor × level cells with its paired bootstrap CI (the two agree when every condition has the "
             "same tasks); factors whose CI, pooled over their levels, lies above / below zero. Goal (issue 24): "
-            "mean uplift ≥ +0.15, CI above zero on ≥ 4 factors, clean SR not lower by more than 0.01 (n/a: no "
-            "paired episodes to judge).", "",
+            "mean uplift ≥ +0.15, CI above zero on ≥ 4 factors, clean SR not lower by more than 0.01 (a cell reads "
+            "n/a where no paired episodes judge it).", "",
             _table(["baseline", "candidate", "conditions", "mean uplift", "pooled uplift [95% CI]", "pairs",
                     "CI > 0", "CI < 0", "clean SR", "clean uplift [95% CI]", "goal met (mean / factors / clean)"],
                    body), ""]
