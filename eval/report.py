@@ -444,6 +444,8 @@ def _uplift_row(jobs: _Jobs, baseline: str, candidate: str, factor: str, level: 
     return {"baseline": baseline, "candidate": candidate, "factor": factor, "level": level,
             "n_pairs": delta["n_pairs"], "n_strata": delta["n_tasks"],
             "baseline_sr": _macro(b for b, _ in pairs.values()), "candidate_sr": _macro(c for _, c in pairs.values()),
+            "baseline_sr_ci": list(wilson_interval(int(base_all.sum()), len(base_all))),
+            "candidate_sr_ci": list(wilson_interval(int(cand_all.sum()), len(cand_all))),
             "uplift": delta["delta"], "uplift_ci": [delta["lo"], delta["hi"]],
             "transitions": trans, "mcnemar_p": mcnemar_exact(trans["S->F"], trans["F->S"]),
             **_paired_diagnostics(record_pairs)}
@@ -746,11 +748,14 @@ def _uplift_md(rows: Sequence[Mapping[str, Any]], base_policy: str | None = None
         return []
     return ["## Uplift (SR(candidate) − SR(baseline) on the same jobs)", "",
             "Per factor and level (strata: tasks); L `all` on a factor: pooled over its levels (strata: task × "
-            "level); factor `all`: every shifted job (strata: task × factor × level); `clean`: the clean jobs.", "",
-            _table(["baseline", "candidate", "factor", "L", "pairs", "baseline SR", "candidate SR",
+            "level); factor `all`: every shifted job (strata: task × factor × level); `clean`: the clean jobs. "
+            "SR: the macro average over the strata with the Wilson 95% CI of the pooled pairs; uplift: the paired "
+            "stratified bootstrap CI; McNemar: exact, on the S→F / F→S pairs.", "",
+            _table(["baseline", "candidate", "factor", "L", "pairs", "baseline SR [95% CI]", "candidate SR [95% CI]",
                     "uplift [95% CI]", "S→F", "F→S", "McNemar p"],
                    [[r["baseline"], r["candidate"], r["factor"], _num(r["level"]) if r["level"] is not None else "all",
-                     r["n_pairs"], _num(r["baseline_sr"]), _num(r["candidate_sr"]),
+                     r["n_pairs"], _sr_ci(r["baseline_sr"], r["baseline_sr_ci"]),
+                     _sr_ci(r["candidate_sr"], r["candidate_sr_ci"]),
                      _sr_ci(r["uplift"], r["uplift_ci"]), r["transitions"]["S->F"], r["transitions"]["F->S"],
                      _num(r["mcnemar_p"])] for r in rows]), ""]
 

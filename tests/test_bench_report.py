@@ -161,6 +161,8 @@ def test_uplift_sign_and_pairing(summary):
     assert up["transitions"]["F->S"] == 3 and up["transitions"]["S->F"] == 1
     assert up["mcnemar_p"] == pytest.approx(0.625)
     assert up["uplift_ci"][0] <= up["uplift"] <= up["uplift_ci"][1]
+    for side in ("baseline", "candidate"):  # Wilson on the pooled pairs: equal strata, so around the macro SR
+        assert up[f"{side}_sr_ci"][0] < up[f"{side}_sr"] < up[f"{side}_sr_ci"][1]
     down = _uplift(summary, "r2a", "base", "camera", 1)
     assert down["uplift"] == pytest.approx(-0.2 / 3)
     overall = _uplift(summary, "base", "r2a", "all", None)
