@@ -294,4 +294,5 @@ def load_image_stats(path: str | Path) -> ImageStats:
 
 
 __all__ = ["FEATURE_DIM", "CameraStats", "ImageStats", "StartReference", "fit_camera_stats", "fit_start_reference",
-           "channel_histograms", "fit_threshold", "histogram_moments", "load_image_stats", "pooled_image_features", "roc_auc", "save_image_stats", "start_layout"]
+           "channel_histograms", "fit_threshold", "histogram_moments", "load_image_stats", "pooled_image_features",
+           "roc_auc", "save_image_stats", "start_layout"]

@@ -10,7 +10,6 @@ import pytest
 from eval.bench_config import BenchConfig
 from eval.calibration.config import CalibrationConfig
 from gating.config import GateTrainConfig
-from graph_builder.config import GraphConfig
 from r2a.retrieval.config import RetrieverTrainConfig
 from r2a.vla.train_config import TrainConfig
 from r2a.wrapper.config import R2AConfig, resolve_path
@@ -39,9 +38,8 @@ def test_bench_configs_load_with_test_seeds(path):
 @pytest.mark.parametrize("cls, relative", [
     (CalibrationConfig, "bench/calibration.yaml"),
     (GateTrainConfig, "gate/default.yaml"),
-    (GraphConfig, "graph/default.yaml"),
     (RetrieverTrainConfig, "retriever/default.yaml"),
     (TrainConfig, "policy/builtin.yaml"),
 ])
-def test_training_configs_load(cls, relative):
+def test_training_configs_load(cls, relative):  # graph/default.yaml: tests/test_graph_config.py
     assert isinstance(cls.from_yaml(CONFIGS / relative), cls)

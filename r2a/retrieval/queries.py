@@ -204,5 +204,5 @@ def load_query_set(path: str | Path) -> QuerySet:
     return QuerySet(prompt=meta["prompts"], conditions=meta["conditions"], sources=meta["sources"], **arrays)
 
 
-__all__ = ["CLEAN_CONDITION", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations", "condition_of", "frame_observation",
-           "load_query_set", "save_query_set"]
+__all__ = ["CLEAN_CONDITION", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations", "condition_of",
+           "frame_observation", "load_query_set", "save_query_set"]
