@@ -35,6 +35,9 @@ class GateTrainConfig(TypedConfig):
     weight_decay: float = 0.0001
     s_penalty: float = 0.0005
     """weight of mean S² in the loss: with no evidence that the reference is better, S stays near 0 (the base)"""
+    balance_kinds: bool = False
+    """each kind of row (demo frames, the wrapper's own closed-loop rollouts) weighs the same in the loss, however
+    many rows it has: the gate acts in closed loop, where the reference helps far less than on demo frames"""
     holdout_every: int = 5
     """every n-th episode is validation (whole episodes, so frames of one episode never straddle the split)"""
     save_every: int = 10

@@ -53,6 +53,7 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     x = feature_matrix(arrays, layout)
     m = list(layout.motion_dims)
     base, ref, expert = (torch.as_tensor(arrays[k][:, :, m], dtype=torch.float32) for k in ("base", "reference", "expert"))
+    weight = torch.as_tensor(row_weights(meta["kind"], config.balance_kinds), dtype=torch.float32)
     val = (arrays["episode"] % config.holdout_every) == config.holdout_every - 1
     train_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
     if len(train_idx) == 0 or len(val_idx) == 0:
@@ -79,7 +80,7 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     model = net
     if world > 1:
         model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
-    tensors = [t.to(device) for t in (xt, base, ref, expert)]
+    tensors = [t.to(device) for t in (xt, base, ref, expert, weight)]
     provenance = {"data": [{"path": str(p), "sha256": sha256_path(p)} for p in data_paths],
                   "best_constant": best_constant_gate(arrays, train_idx, m, config.max_gate),
                   "seeds": meta["seeds"], "shift_settings": meta["shift_settings"], "rows": int(len(x)),
@@ -156,10 +157,22 @@ def best_constant_gate(arrays: dict[str, np.ndarray], rows: np.ndarray, motion: 
     return best
 
 
-def _loss(model: Any, x: Any, base: Any, ref: Any, expert: Any, s_penalty: float) -> Any:
+def row_weights(kinds: Sequence[str], balance: bool) -> np.ndarray:
+    """Per-row loss weights, mean 1: all ones, or (``balance``) each kind's rows sharing an equal part of the total."""
+    kinds = np.asarray(kinds)
+    weights = np.ones(len(kinds))
+    if balance:
+        names, counts = np.unique(kinds, return_counts=True)
+        for name, count in zip(names, counts):
+            weights[kinds == name] = len(kinds) / (len(names) * count)
+    return weights
+
+
+def _loss(model: Any, x: Any, base: Any, ref: Any, expert: Any, weight: Any, s_penalty: float) -> Any:
     s = model(x)  # (B, M)
     blended = base + s[:, None, :] * (ref - base)
-    return ((blended - expert) ** 2).sum(-1).mean() + s_penalty * (s ** 2).mean()
+    per_row = ((blended - expert) ** 2).sum(-1).mean(-1)
+    return (weight * per_row).sum() / weight.sum() + s_penalty * (s ** 2).mean()
 
 
 def _validate(net: Any, tensors: list[Any], val_idx: np.ndarray, s_penalty: float) -> dict[str, Any]:
@@ -168,12 +181,13 @@ def _validate(net: Any, tensors: list[Any], val_idx: np.ndarray, s_penalty: floa
 
     from r2a.retrieval.motion import DELTA_EE_SCALE
 
-    x, base, ref, expert = (t[torch.as_tensor(val_idx, device=t.device)] for t in tensors)
+    x, base, ref, expert, weight = (t[torch.as_tensor(val_idx, device=t.device)] for t in tensors)
     net.eval()
     with torch.no_grad():
         s = net(x)
         blended = base + s[:, None, :] * (ref - base)
-        loss = float(((blended - expert) ** 2).sum(-1).mean() + s_penalty * (s ** 2).mean())
+        per_row = ((blended - expert) ** 2).sum(-1).mean(-1)
+        loss = float((weight * per_row).sum() / weight.sum() + s_penalty * (s ** 2).mean())
 
         def mm(chunk: Any) -> float:
             return float(torch.linalg.norm((chunk - expert)[..., :3], dim=-1).mean()) * DELTA_EE_SCALE[0] * 1000

@@ -143,6 +143,15 @@ def test_training_learns_where_to_trust_the_reference_and_resumes(tmp_path):
                                    high=(1.0,) * 8, gripper_dims=(7,)))
 
 
+def test_balanced_row_weights_give_each_kind_the_same_total():
+    from gating.train import row_weights
+
+    kinds = ["demo"] * 30 + ["dagger"] * 10
+    np.testing.assert_allclose(row_weights(kinds, False), 1.0)
+    w = row_weights(kinds, True)
+    assert w.mean() == pytest.approx(1.0) and w[:30].sum() == pytest.approx(w[30:].sum())
+
+
 def test_two_process_ddp_training_on_gloo(tmp_path):
     data = _synthetic_data(tmp_path / "data.npz")
     out = tmp_path / "ddp"

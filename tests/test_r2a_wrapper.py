@@ -65,6 +65,22 @@ def test_blend_moves_the_base_toward_the_reference_and_keeps_the_gripper(graph_d
     assert policy.n_action_steps == 8 and "graph" in policy.metadata["artifacts"]
 
 
+def test_holding_scale_hands_the_motion_to_the_base_while_the_gripper_is_commanded_closed(graph_dir):
+    policy, base = _r2a(graph_dir, "gate.holding_scale=0")
+    out = policy.infer(_obs(0))  # the scripted base commands the gripper closed (+1) on every step
+    np.testing.assert_allclose(out["actions"], np.clip(base.reply["actions"][:8], -1, 1), atol=1e-6)
+    np.testing.assert_allclose(out["r2a"]["gate"], 0.0)
+    policy.reset()
+    open_chunk = base.reply["actions"].copy()
+    open_chunk[4:, 6] = -1.0  # the second half of the executed steps opens the gripper: blended as usual
+    base.reply = {"actions": open_chunk}
+    actions = policy.infer(_obs(0))["actions"]
+    np.testing.assert_allclose(actions[:4, :6], open_chunk[:4, :6], atol=1e-6)
+    assert np.abs(actions[4:, :3] - open_chunk[4:8, :3]).max() > 1e-4
+    with pytest.raises(R2AInputError, match="holding_scale"):
+        _r2a(graph_dir, "gate.holding_scale=2")
+
+
 @pytest.mark.parametrize("case, reason", [
     ("nan_base", wrapper.BASE_NONFINITE), ("guard_fallback", wrapper.BASE_FALLBACK),
     ("no_proprio", wrapper.NO_PROPRIO), ("far", wrapper.FAR_FROM_GRAPH), ("unsure", wrapper.LOW_CONFIDENCE),

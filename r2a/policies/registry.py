@@ -210,6 +210,8 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
                          "R2A whose learned gate does not read the image-OOD signal (ablation)"),
     "r2a-harmonize": (["harmonize.enabled=true"],
                       "R2A around a base whose images are harmonized when the photometric detector fires"),
+    "r2a-harmonize-hold": (["harmonize.enabled=true", "gate.holding_scale=0"],
+                           "r2a-harmonize with the base alone while it commands the gripper closed (carrying, placing)"),
 }
 
 

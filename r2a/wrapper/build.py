@@ -79,7 +79,7 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
     parts = WrapperParts(retriever=retriever, response=response, gate=gate, action_space=space,
                          executed_steps=config.executed_steps, conversion=config.conversion,
                          max_seed_distance=float(max_seed), max_entropy=float(max_entropy), recovery=recovery,
-                         max_gate=max_gate)
+                         max_gate=max_gate, holding_scale=config.gate.holding_scale)
     return R2APolicy(base, parts, metadata={"config": config.to_dict(), "artifacts": artifacts})
 
 

@@ -53,6 +53,9 @@ class GateSettings:
     """constant gate on drx dry drz (logged: 0.03-0.09)"""
     max_gate: float = 0.5
     """upper bound of S on every dimension"""
+    holding_scale: float = 1.0
+    """S is multiplied by this on the steps where the base commands the gripper closed (carrying and placing an
+    object, where precision against an object the demos saw elsewhere matters most); 0: the base alone there"""
 
 
 @dataclass(frozen=True)
@@ -102,6 +105,8 @@ class R2AConfig(TypedConfig):
         g = self.gate
         if not 0 <= g.translation <= g.max_gate or not 0 <= g.rotation <= g.max_gate or g.max_gate > 1:
             raise R2AInputError(f"gate: need 0 <= translation, rotation <= max_gate <= 1, got {g}")
+        if not 0 <= g.holding_scale <= 1:
+            raise R2AInputError(f"gate.holding_scale must be in [0, 1], got {g.holding_scale}")
         if g.kind in ("learned", "fixed") and not g.checkpoint:
             raise R2AInputError(f"gate.kind is '{g.kind}' but gate.checkpoint names no gate checkpoint")
 

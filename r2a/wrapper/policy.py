@@ -55,6 +55,7 @@ class WrapperParts:
     max_entropy: float
     recovery: StartPoseRecovery | None
     max_gate: float
+    holding_scale: float = 1.0
 
 
 class R2APolicy:
@@ -188,8 +189,11 @@ class R2APolicy:
                        "seed_distance": found.seed_distance, "progress": found.progress},
             proprio={"ee_pos": window.now_pos, "ee_quat": window.now_quat, "gripper": np.array(window.now_gripper)},
             step=elapsed, observation=obs)), self.action_space, p.max_gate)
-        blended = base + gate * (reference - base)
         grip = list(self.action_space.gripper_dims)
+        if p.holding_scale != 1.0 and grip:
+            holding = (base[:, grip] > 0).any(axis=1)  # the base commands the gripper closed at these steps
+            gate[holding] *= p.holding_scale
+        blended = base + gate * (reference - base)
         blended[:, grip] = base[:, grip]
         out = self.action_space.clip(blended).astype(np.float64)
         if not np.isfinite(out).all():  # belt and braces: clip already maps non-finite values to 0
