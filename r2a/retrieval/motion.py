@@ -248,7 +248,8 @@ def fit_response_model(future_dpos: np.ndarray, future_drot6d: np.ndarray, futur
     except R2AInputError as err:
         # demos that barely turn (a few Lift demos) cannot identify the rotation response; the controller's
         # structure is the same for both groups, so the translation dynamics (pooled) stand in, at rotation scale
-        log.warning("rotation response not identifiable from these demos (%s); using the translation dynamics", err)
+        log.info("these demos barely rotate (%s): the rotation response is taken from the translation dynamics "
+                 "(used by conversion: response and the start-pose recovery's turn)", err)
         pooled, _ = _fit_axes(steps_pos, actions[..., 0:3], valid, pos_scale, past_steps, past_actions, True)
         rotation, rmse_r = AxisResponse(pooled.ar, pooled.ex, rot_scale), float("nan")
     return ResponseModel(translation, rotation, (rmse_t, rmse_r))
