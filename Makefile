@@ -43,33 +43,29 @@ quickstart: install
 	@echo "== r2a quickstart 4/4: done. The 'uplift' line above is the headline of $(QUICKSTART_DIR)/bench/report.md (figures beside it);"
 	@echo "   the benchmark's answer is configs/bench/standard.yaml, published in docs/results/standard/"
 
-# The published result (hours on 2 cores; every step resumes): the frozen base once, each R2A variant beside it, one
-# paired report in docs/results/standard/. R2A_POLICIES: the variant the quick-config ablations chose (2026-12-01,
-# before any standard R2A episode ran: r2a-harmonize, +3.6 [-1.8, +8.0] SR points vs r2a's +1.8, clean equal), then
-# the one follow-up change its diagnostics pointed to (r2a-harmonize-hold; docs/experiments/standard.md).
-R2A_POLICIES ?= r2a-harmonize r2a-harmonize-hold
-STANDARD_RUNS := runs/standard
-results: install
-	$(VENV)/bin/r2a bench run --config configs/bench/standard.yaml --policy builtin --out $(STANDARD_RUNS)/builtin --workers 2
-	for p in $(R2A_POLICIES); do \
-		$(VENV)/bin/r2a bench run --config configs/bench/standard.yaml --policy $$p --out $(STANDARD_RUNS)/$$(echo $$p | tr : _) \
-			--workers 2 || exit 1; \
+# The frozen base once, then each policy in its own run beside it, all merged into one paired report (every step
+# resumes): $(call paired_runs,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR); a policy's run directory is its name, ":" → "_".
+define paired_runs
+	$(VENV)/bin/r2a bench run --config $(1) --policy builtin --out $(2)/builtin --workers 2
+	for p in $(3); do \
+		$(VENV)/bin/r2a bench run --config $(1) --policy $$p --out $(2)/$$(echo $$p | tr : _) --workers 2 || exit 1; \
 	done
-	$(VENV)/bin/r2a bench merge docs/results/standard $(STANDARD_RUNS)/builtin \
-		$(foreach p,$(R2A_POLICIES),$(STANDARD_RUNS)/$(subst :,_,$(p)))
+	$(VENV)/bin/r2a bench merge $(4) $(2)/builtin $(foreach p,$(3),$(2)/$(subst :,_,$(p)))
+endef
 
-# The ablations on the quick config, each policy in its own run, paired with one base run in docs/results/ablations/.
+# The published result (hours on 2 cores) in docs/results/standard/. R2A_POLICIES: the variant the quick-config
+# ablations chose (2026-12-01, before any standard R2A episode ran: r2a-harmonize, +3.6 [-1.8, +8.0] SR points vs
+# r2a's +1.8, clean equal), then the one follow-up change its diagnostics pointed to (r2a-harmonize-hold;
+# docs/experiments/standard.md).
+R2A_POLICIES ?= r2a-harmonize r2a-harmonize-hold
+results: install
+	$(call paired_runs,configs/bench/standard.yaml,runs/standard,$(R2A_POLICIES),docs/results/standard)
+
+# The ablations on the quick config, paired with one base run in docs/results/ablations/.
 ABLATIONS := r2a r2a-fixed r2a-nogate r2a-knn r2a-norecovery r2a-gate-nodisagreement r2a-gate-noimage \
 	harmonize:builtin harmonize-always:builtin r2a-harmonize
-ABLATION_RUNS := runs/ablations
 ablations: install
-	$(VENV)/bin/r2a bench run --config configs/bench/quick.yaml --policy builtin --out $(ABLATION_RUNS)/builtin --workers 2
-	for p in $(ABLATIONS); do \
-		$(VENV)/bin/r2a bench run --config configs/bench/quick.yaml --policy $$p --out $(ABLATION_RUNS)/$$(echo $$p | tr : _) \
-			--workers 2 || exit 1; \
-	done
-	$(VENV)/bin/r2a bench merge docs/results/ablations $(ABLATION_RUNS)/builtin \
-		$(foreach p,$(ABLATIONS),$(ABLATION_RUNS)/$(subst :,_,$(p)))
+	$(call paired_runs,configs/bench/quick.yaml,runs/ablations,$(ABLATIONS),docs/results/ablations)
 
 test: install
 	$(PY) -m pytest -q -m "not slow"
