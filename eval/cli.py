@@ -4,6 +4,9 @@
 ``r2a bench merge OUT A_DIR B_DIR ...`` — runs made separately (the frozen base once, each wrapper later) joined into
 one results directory and its full report (:mod:`eval.merge`).
 
+``r2a bench view RUN_DIR --out DIR [--frames changed|all|none]`` — a static HTML page of a results directory: the
+headline and uplift tables and the paired episodes, filtered, side by side (:mod:`eval.view`).
+
 ``r2a bench calibrate --factor F --policy builtin [--seeds 80000:80010]`` — sweep a factor's severity knob on
 calibration seeds, fit success against severity and write the chosen L1–L3 into ``configs/bench/factors.yaml``
 (:mod:`eval.calibration`).
@@ -35,7 +38,7 @@ DEFAULT_LEVELS = _CONFIGS / "bench" / "factors.yaml"
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,calibrate,compare,merge,report,perf}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,calibrate,compare,merge,report,view,perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
                                        "appended to OUT/results.jsonl as they finish, and a rerun resumes.",
@@ -84,6 +87,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="baseline of the uplift and headline tables (default: the first run's config)")
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
+    _add_view_parser(sub)
     perf = sub.add_parser("perf", help="performance benchmarks")
     perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy,retrieval}")
     graph = perf_sub.add_parser("graph", help="graph build scale benchmark on synthetic demonstrations",
@@ -117,6 +121,23 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                                 "--upstream) in the path, on loopback, on the smallest graph (default: on)")
     retrieval.add_argument("--json", metavar="PATH", help="also write the measurement as JSON")
     return parser
+
+
+def _add_view_parser(sub: Any) -> None:
+    from eval.view import FRAME_CHOICES
+
+    view = sub.add_parser("view", help="a static HTML page of a results directory: tables and paired episodes",
+                          description="Write DIR/index.html, which opens from disk (no server): the headline and "
+                                      "uplift tables, and every episode the base policy and another policy both ran, "
+                                      "filtered by task, factor, level and outcome, side by side with its saved "
+                                      "frames, stage timeline and what the wrapper did.")
+    view.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                      help="a results directory of 'r2a bench run' or 'r2a bench merge'")
+    view.add_argument("--out", required=True, type=Path, metavar="DIR",
+                      help="the viewer's directory (new, or an earlier viewer, which is replaced)")
+    view.add_argument("--frames", choices=FRAME_CHOICES, default="changed",
+                      help="which saved frame strips to copy beside the page: of the pairs whose outcome differs "
+                           "(default), of every pair, or none")
 
 
 def _add_perf_harmonize_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -188,6 +209,11 @@ def run(args: argparse.Namespace) -> int:
         from eval.merge import merge_runs
 
         _print_headline(merge_runs(args.out, args.runs, args.base_policy), args.out)
+        return 0
+    if args.command == "view":
+        from eval.view import write_view
+
+        print(json.dumps(write_view(args.run_dir, args.out, args.frames)))
         return 0
     if args.command == "perf" and args.perf_command == "graph":
         return _perf_graph(args)

@@ -1,0 +1,236 @@
+"""The page of ``r2a bench view`` (:mod:`eval.view`): one HTML file with its CSS and vanilla JS inlined, its data a
+JSON block, nothing fetched — it opens from disk (``file://``) in any browser.
+
+The script builds the filter from the data and draws the matching pairs, :data:`PAGE_SIZE` at a time; each pair is
+an ``<article class="pair">`` carrying ``data-task``, ``data-factor``, ``data-level``, ``data-episode``,
+``data-outcome`` (``SF``, ``FS``, ``FF``, ``SS``: baseline → candidate), ``data-baseline`` and ``data-candidate``.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from typing import Any
+
+#: pairs drawn at first and added by each "show more"
+PAGE_SIZE = 50
+
+_PAGE = r"""<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="generator" content="__FORMAT__">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>__TITLE__</title>
+<style>
+body { font: 14px/1.4 system-ui, sans-serif; margin: 0 auto; max-width: 1400px; padding: 0 16px 40px; color: #222; }
+h1 { font-size: 20px; margin: 16px 0 4px; } h2 { font-size: 17px; margin: 20px 0 6px; }
+.muted, figcaption, .note { color: #666; } code { font-size: 12px; }
+table { border-collapse: collapse; font-size: 12px; margin: 6px 0; }
+th, td { border: 1px solid #ddd; padding: 2px 6px; text-align: left; } th { background: #f3f3f3; }
+details > summary { cursor: pointer; }
+#filter { position: sticky; top: 0; background: #fff; border-bottom: 1px solid #ccc; padding: 8px 0; z-index: 1; }
+#filter label { margin-right: 12px; white-space: nowrap; } #filter select { margin-left: 4px; }
+.pair { border: 1px solid #ccc; border-radius: 6px; margin: 12px 0; padding: 8px 10px; }
+.pair > header { font-size: 15px; margin-bottom: 4px; }
+.badge { border-radius: 4px; color: #fff; font-size: 12px; padding: 1px 6px; margin-left: 6px; }
+.SF { background: #c0392b; } .FS { background: #27ae60; } .FF { background: #7f8c8d; } .SS { background: #2980b9; }
+.sides { display: grid; grid-template-columns: 1fr 1fr; gap: 12px; }
+.side { border-top: 4px solid #bbb; padding-top: 4px; min-width: 0; } .side.ok { border-color: #27ae60; }
+.side.fail { border-color: #c0392b; } .side h3 { font-size: 14px; margin: 2px 0 6px; }
+.frames img { max-width: 100%; image-rendering: pixelated; display: block; } figure { margin: 0 0 6px; }
+.bar { position: relative; height: 10px; background: #eee; border-radius: 3px; margin: 4px 0; }
+.fill { position: absolute; left: 0; top: 0; bottom: 0; border-radius: 3px; background: #c0392b; }
+.ok .fill { background: #27ae60; } .tick { position: absolute; top: -2px; bottom: -2px; width: 1px; background: #333; }
+.stages { list-style: none; padding: 0; margin: 4px 0; display: flex; flex-wrap: wrap; gap: 4px; }
+.stages li { border: 1px solid #aaa; border-radius: 10px; padding: 0 8px; font-size: 12px; color: #888; }
+.stages li.reached { background: #e8f6ee; border-color: #27ae60; color: #1e7e48; }
+.stages li.stopped { border: 2px solid #c0392b; color: #c0392b; }
+.gate { display: flex; gap: 3px; align-items: flex-end; height: 44px; margin: 4px 0 14px; }
+.gate div { width: 30px; background: #8e44ad; position: relative; min-height: 1px; }
+.gate span { position: absolute; top: 100%; left: 0; right: 0; text-align: center; font-size: 10px; color: #555; }
+.trace td:first-child { color: #666; }
+#more { margin: 10px 0; padding: 4px 16px; }
+</style>
+</head>
+<body>
+<h1>__TITLE__</h1>
+<p id="about" class="muted"></p>
+<section id="tables">
+__HEADLINE__
+<details><summary>Uplift per factor and level</summary>
+__UPLIFT__
+</details>
+</section>
+<h2>Paired episodes</h2>
+<form id="filter" onsubmit="return false">
+<label>pair<select id="f-pair"></select></label>
+<label>task<select id="f-task"></select></label>
+<label>factor<select id="f-factor"></select></label>
+<label>level<select id="f-level"></select></label>
+<span id="f-outcome"></span>
+<div id="count" class="muted"></div>
+</form>
+<div id="pairs"></div>
+<button id="more" type="button">show more</button>
+<script type="application/json" id="view-data">__DATA__</script>
+<script>
+"use strict";
+const DATA = JSON.parse(document.getElementById("view-data").textContent);
+const OUTCOME_LABEL = {"S->F": "S→F (candidate broke it)", "F->S": "F→S (candidate fixed it)",
+                       "F->F": "both failed", "S->S": "both succeeded"};
+const code = (outcome) => outcome.replace("->", "");
+const PAGE = __PAGE_SIZE__;
+const SHOWN_R2A = ["queries", "fallbacks", "fallback_share", "mean_seed_distance", "recovery_steps", "mean_gate"];
+let limit = PAGE;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (v === null || v === undefined) continue;
+    if (k.startsWith("data-") || k === "class" || k === "title" || k === "style") node.setAttribute(k, v);
+    else node[k] = v;
+  }
+  for (const child of children.flat()) if (child !== null && child !== undefined && child !== false)
+    node.append(child instanceof Node ? child : String(child));
+  return node;
+}
+const num = (x, d = 3) => (x === null || x === undefined) ? "–" : Number(x).toFixed(d);
+const pct = (x) => (x === null || x === undefined) ? "–" : `${Math.round(100 * x)} %`;
+const unique = (values) => [...new Set(values)];
+
+function fillSelect(id, values, label) {
+  const select = document.getElementById(id);
+  select.append(el("option", {value: ""}, "all"));
+  for (const v of values) select.append(el("option", {value: String(v)}, label ? label(v) : String(v)));
+  select.addEventListener("change", () => { limit = PAGE; draw(); });
+}
+
+function setUp() {
+  const p = DATA.pairs;
+  const frames = DATA.frames_saved ? `frames of ${DATA.frames_copied} episode(s) copied (--frames ${DATA.frames})`
+    : "this run saved no frames (r2a bench run --save-frames failures saves them): timelines and traces only";
+  document.getElementById("about").textContent = `${DATA.run}${DATA.config_name ? " (config " + DATA.config_name
+    + ")" : ""}: ${p.length} paired episodes of ${DATA.policies.join(", ")}; ${frames}.`;
+  fillSelect("f-pair", unique(p.map((x) => x.baseline + " → " + x.candidate)));
+  fillSelect("f-task", unique(p.map((x) => x.task)));
+  fillSelect("f-factor", unique(p.map((x) => x.factor)));
+  fillSelect("f-level", unique(p.map((x) => x.level)).sort((x, y) => x - y), (v) => "L" + v);
+  const box = document.getElementById("f-outcome");
+  for (const o of DATA.outcomes) {
+    const input = el("input", {type: "checkbox", id: "o-" + code(o), value: o,
+                               checked: DATA.initial_outcomes.includes(o)});
+    input.addEventListener("change", () => { limit = PAGE; draw(); });
+    box.append(el("label", {}, input, " ", el("span", {class: "badge " + code(o)}, OUTCOME_LABEL[o]),
+                  " ", el("span", {id: "n-" + code(o), class: "muted"})));
+  }
+  document.getElementById("more").addEventListener("click", () => { limit += PAGE; draw(); });
+}
+
+function selected() {
+  const value = (id) => document.getElementById(id).value;
+  return {pair: value("f-pair"), task: value("f-task"), factor: value("f-factor"), level: value("f-level"),
+          outcomes: DATA.outcomes.filter((o) => document.getElementById("o-" + code(o)).checked)};
+}
+
+function draw() {
+  const f = selected();
+  const other = DATA.pairs.filter((p) => (!f.pair || p.baseline + " → " + p.candidate === f.pair)
+    && (!f.task || p.task === f.task) && (!f.factor || p.factor === f.factor)
+    && (!f.level || String(p.level) === f.level));
+  for (const o of DATA.outcomes)
+    document.getElementById("n-" + code(o)).textContent = `(${other.filter((p) => p.outcome === o).length})`;
+  const hits = other.filter((p) => f.outcomes.includes(p.outcome));
+  const shown = hits.slice(0, limit);
+  document.getElementById("count").textContent = `${hits.length} of ${DATA.pairs.length} pairs match`
+    + (hits.length > shown.length ? `; showing the first ${shown.length}` : "");
+  document.getElementById("pairs").replaceChildren(...shown.map(card));
+  document.getElementById("more").hidden = hits.length <= shown.length;
+}
+
+function card(p) {
+  const instruction = p.a.instruction === p.b.instruction ? p.a.instruction : null;
+  return el("article", {class: "pair", "data-task": p.task, "data-factor": p.factor, "data-level": p.level,
+                        "data-episode": p.episode, "data-outcome": code(p.outcome), "data-baseline": p.baseline,
+                        "data-candidate": p.candidate},
+    el("header", {}, el("b", {}, p.task), ` · ${p.factor}${p.factor === "clean" ? "" : " L" + p.level}`,
+       ` · episode ${p.episode}`, el("span", {class: "badge " + code(p.outcome)}, OUTCOME_LABEL[p.outcome]),
+       el("span", {class: "muted"}, `  ${p.baseline} → ${p.candidate}`),
+       instruction ? el("div", {class: "muted"}, `“${instruction}”`) : null),
+    p.shift_params ? el("details", {}, el("summary", {class: "muted"}, "shift parameters"),
+                        el("pre", {}, JSON.stringify(p.shift_params, null, 1))) : null,
+    el("div", {class: "sides"}, side(p.a, instruction), side(p.b, instruction)));
+}
+
+function side(s, shared) {
+  const verdict = s.success ? "success" : "failure";
+  return el("section", {class: "side " + (s.success ? "ok" : "fail"), "data-policy": s.policy,
+                        "data-success": String(s.success)},
+    el("h3", {}, `${s.policy}: ${verdict} after ${s.steps} of ${s.horizon} steps`),
+    shared === null && s.instruction ? el("div", {class: "muted"}, `“${s.instruction}”`) : null,
+    s.frames ? el("figure", {class: "frames"}, el("img", {src: s.frames, alt: `frames of ${s.policy}`,
+                                                           loading: "lazy"}),
+                  el("figcaption", {}, "agentview at steps " + (s.frame_steps || []).join(", ")))
+             : s.frames_note ? el("p", {class: "note"}, s.frames_note) : null,
+    timeline(s), trace(s));
+}
+
+function timeline(s) {
+  const horizon = s.horizon || s.steps || 1;
+  const bar = el("div", {class: "bar", title: `${s.steps} of ${horizon} control steps`},
+                 el("div", {class: "fill", style: `width:${Math.min(100, 100 * s.steps / horizon)}%`}));
+  for (const step of s.frames ? s.frame_steps || [] : [])  // where the frames shown were taken
+    bar.append(el("div", {class: "tick", style: `left:${100 * step / horizon}%`}));
+  const stages = el("ol", {class: "stages"});
+  for (const name of s.stage_names || []) {
+    const reached = (s.stages || {})[name];
+    stages.append(el("li", {class: reached ? "reached" : (name === s.first_incomplete_stage ? "stopped" : ""),
+                            title: reached ? "reached" : "not reached"}, (reached ? "✓ " : "✗ ") + name));
+  }
+  const events = Object.entries(s.events || {}).map(([k, n]) => `${k.replaceAll("_", " ")} ×${n}`);
+  return el("div", {class: "timeline"}, bar, stages,
+            events.length ? el("div", {class: "note"}, "events: " + events.join(", ")) : null);
+}
+
+function trace(s) {
+  if (!s.r2a && !s.harmonize) return el("p", {class: "note"}, "no wrapper diagnostics (the policy alone)");
+  const rows = [];
+  const r = s.r2a;
+  if (r) {
+    const reasons = Object.entries(r.fallbacks || {}).map(([k, n]) => `${k} ${n}`).join(", ");
+    rows.push(["R2A queries", r.queries],
+              ["fell back", `${pct(r.fallback_share)}${reasons ? " (" + reasons + ")" : ""}`],
+              ["mean seed distance", num(r.mean_seed_distance)],
+              ["start-pose recovery", `${r.recovery_steps || 0} steps`]);
+    for (const [k, v] of Object.entries(r)) if (!SHOWN_R2A.includes(k))  // what other wrapper variants summarize
+      rows.push([k.replaceAll("_", " "), JSON.stringify(v, (_, x) => typeof x === "number" ? +x.toFixed(3) : x)]);
+  }
+  const h = s.harmonize;
+  if (h) {
+    const cams = Object.entries(h.active_share || {}).map(([c, v]) => `${c} ${pct(v)}`).join(", ");
+    rows.push(["harmonized", `${pct(h.any_active_share)} of ${h.queries} queries${cams ? " (" + cams + ")" : ""}`]);
+  }
+  const table = el("table", {class: "trace"}, rows.map(([k, v]) => el("tr", {}, el("td", {}, k), el("td", {}, v))));
+  const gate = r && r.mean_gate ? el("div", {class: "gate", title: "mean gate S per action dimension"},
+    r.mean_gate.map((g, i) => el("div", {style: `height:${Math.max(0, Math.min(1, g)) * 100}%`,
+                                         title: `${DATA.gate_names[i] || i}: S = ${num(g)}`},
+                                 el("span", {}, DATA.gate_names[i] || i)))) : null;
+  return el("div", {}, table, gate ? el("div", {class: "note"}, "mean gate S per dimension (0 base … 1 reference)")
+            : null, gate, el("div", {class: "note"}, "per-episode means: the records hold no per-query trace"));
+}
+
+setUp();
+draw();
+</script>
+</body>
+</html>
+"""
+
+
+def render_page(data: Any, headline_html: str, uplift_html: str, title: str) -> str:
+    """The page with ``data`` (JSON-ready; :mod:`eval.view`) inlined and the report's tables as HTML."""
+    payload = json.dumps(data, ensure_ascii=False, separators=(",", ":")).replace("</", "<\\/")
+    return (_PAGE.replace("__FORMAT__", f"{data['format']} v{data['format_version']}")
+            .replace("__TITLE__", html.escape(title)).replace("__PAGE_SIZE__", str(PAGE_SIZE))
+            .replace("__HEADLINE__", headline_html).replace("__UPLIFT__", uplift_html)
+            .replace("__DATA__", payload))
