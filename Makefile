@@ -8,7 +8,7 @@ QUICKSTART_DIR := runs/quickstart
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: install system-deps quickstart test test-all results ablations clean
+.PHONY: install system-deps quickstart test test-all results ablations headroom clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,13 @@ ABLATIONS := r2a r2a-fixed r2a-nogate r2a-knn r2a-norecovery r2a-gate-nodisagree
 	harmonize:builtin harmonize-always:builtin r2a-harmonize
 ablations: install
 	$(call paired_runs,configs/bench/quick.yaml,runs/ablations,$(ABLATIONS),docs/results/ablations)
+
+# The headroom diagnostic (docs/experiments/headroom.md) in docs/results/headroom/: the quick config's conditions at
+# training seeds, the published variant and the three oracles (NOT deployable: they read the simulator through the
+# scripted expert) paired with one base run.
+HEADROOM := r2a-harmonize-hold oracle-ref oracle-gate oracle-both
+headroom: install
+	$(call paired_runs,configs/bench/headroom.yaml,runs/headroom,$(HEADROOM),docs/results/headroom)
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

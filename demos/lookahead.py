@@ -42,11 +42,12 @@ class ExpertLookahead:
         self._chunks: list[np.ndarray] = []
 
     def __call__(self, action: np.ndarray, step: int, obs: dict[str, Any]) -> np.ndarray:
-        self._chunks.append(self._rollout(np.asarray(action, dtype=np.float32)))
+        self._chunks.append(self.rollout(np.asarray(action, dtype=np.float32)))
         return action
 
-    def _rollout(self, first: np.ndarray) -> np.ndarray:
-        """The expert's actions from the live state: ``first`` (this step's label), then its own continuation."""
+    def rollout(self, first: np.ndarray) -> np.ndarray:
+        """The expert's actions from the live state: ``first`` (this step's label), then its own continuation
+        (``(horizon, A)``); the live simulator and the live expert are left as they were."""
         shadow = self._shadow
         shadow.set_state(self.sim.get_state())
         shadow.set_control_state(self.sim.control_state())

@@ -243,3 +243,35 @@ def _register_r2a(name: str, ablation: list[str], help_: str) -> None:
 
 for _name, (_ablation, _help) in R2A_ABLATIONS.items():
     _register_r2a(_name, _ablation, _help)
+
+
+# ------------------------------------------------------------------------------ diagnostic oracles (not deployable)
+
+#: the published variant the oracles change one part of (r2a/policies/oracles.py)
+ORACLE_VARIANT = "r2a-harmonize-hold"
+#: name → (the expert's chunk as the reference, the oracle S as the gate), help
+ORACLES: dict[str, tuple[tuple[bool, bool], str]] = {
+    "oracle-ref": ((True, False), "NOT deployable, a headroom diagnostic (privileged simulator state): "
+                                  "r2a-harmonize-hold blending toward the scripted expert's own next actions"),
+    "oracle-gate": ((False, True), "NOT deployable, a headroom diagnostic: r2a-harmonize-hold with the per-query "
+                                   "S that brings the blend closest to the scripted expert's next actions"),
+    "oracle-both": ((True, True), "NOT deployable, a headroom diagnostic: the expert's next actions as the "
+                                  "reference and the oracle S (the ceiling of the bounded blend)"),
+}
+
+
+def _oracle(ctx: PolicyContext, name: str, expert_reference: bool, oracle_s: bool) -> Policy:
+    _require_sim(ctx, name)
+    from r2a.policies.oracles import build_oracle
+
+    config = r2a_config_for(f"{ORACLE_VARIANT}:{ctx.arg}" if ctx.arg else ORACLE_VARIANT)
+    base = make_policy(config.base, ctx.sim, ctx.seed)
+    return build_oracle(name, config, base, ctx.sim, expert_reference, oracle_s)
+
+
+def _register_oracle(name: str, parts: tuple[bool, bool], help_: str) -> None:
+    register_policy(name, help_)(lambda ctx: _oracle(ctx, name, *parts))
+
+
+for _name, (_parts, _help) in ORACLES.items():
+    _register_oracle(_name, _parts, _help)

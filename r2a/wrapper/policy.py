@@ -11,7 +11,9 @@ It is a policy like every other (``infer``/``reset``) and wraps any base: built-
 callable. Its output is always finite and inside the action bounds. It falls back to the base chunk — and says
 why in ``result["r2a"]["fallback"]`` — when the base returned non-finite values (or its guard already fell
 back), when the observation lacks the EE pose, when the nearest graph node is too far, when retrieval is too
-unsure, when a learned gate's input is NaN/inf (``gate_input``), or when anything inside raises. No privileged simulator state enters: only the observation dict.
+unsure, when a learned gate's input is NaN/inf (``gate_input``), or when anything inside raises. No privileged
+simulator state enters: only the observation dict — except through a diagnostic source (:mod:`r2a.wrapper.sources`:
+another reference or another S, the scripted expert's in the oracles; not deployable).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from r2a.retrieval.synthesis import reference_chunk
 from r2a.wrapper.gate import Gate, GateInputs, bound_gate
 from r2a.wrapper.learned_gate import GateInputError
 from r2a.wrapper.recovery import StartPoseRecovery
+from r2a.wrapper.sources import GateSource, ReferenceSource
 from r2a_core.policy import Policy
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace
 
@@ -56,6 +59,10 @@ class WrapperParts:
     recovery: StartPoseRecovery | None
     max_gate: float
     holding_scale: float = 1.0
+    #: the reference instead of the retrieved motion (None: retrieval's); diagnostic oracles only
+    reference_source: ReferenceSource | None = None
+    #: the S instead of the gate's (None: the gate's); diagnostic oracles only
+    gate_source: GateSource | None = None
 
 
 class R2APolicy:
@@ -183,22 +190,30 @@ class R2APolicy:
             return base, {**diag, "fallback": LOW_CONFIDENCE}
         reference = reference_chunk(p.retriever.arrays, found.nodes, found.weights, window, n, p.conversion,
                                     p.response, self.action_space)
-        gate = bound_gate(p.gate(GateInputs(
+        if p.reference_source is not None:
+            reference = np.asarray(p.reference_source(obs, reference), np.float64).reshape(reference.shape)
+        inputs = GateInputs(
             base=base, reference=reference, base_chunk=chunk, previous_plan=self._planned_for(step, n),
             retrieval={"entropy": found.entropy, "top_weight": found.top_weight,
                        "seed_distance": found.seed_distance, "progress": found.progress},
             proprio={"ee_pos": window.now_pos, "ee_quat": window.now_quat, "gripper": np.array(window.now_gripper)},
-            step=elapsed, observation=obs)), self.action_space, p.max_gate)
+            step=elapsed, observation=obs)
+        gate = bound_gate(p.gate(inputs), self.action_space, p.max_gate)
         grip = list(self.action_space.gripper_dims)
+        scale = np.ones(n)
         if p.holding_scale != 1.0 and grip:
-            holding = (base[:, grip] > 0).any(axis=1)  # the base commands the gripper closed at these steps
-            gate[holding] *= p.holding_scale
+            scale[(base[:, grip] > 0).any(axis=1)] = p.holding_scale  # the base commands the gripper closed here
+        traced: dict[str, Any] = {}
+        if p.gate_source is not None:
+            gate, traced = p.gate_source(inputs, gate, scale)
+            gate = bound_gate(np.broadcast_to(gate, base.shape), self.action_space, p.max_gate)
+        gate = gate * scale[:, None]
         blended = base + gate * (reference - base)
         blended[:, grip] = base[:, grip]
         out = self.action_space.clip(blended).astype(np.float64)
         if not np.isfinite(out).all():  # belt and braces: clip already maps non-finite values to 0
             return base, {**diag, "fallback": ERROR, "error": "non-finite blend"}
-        return out, {**diag, "fallback": None, "gate": np.round(gate.mean(axis=0), 4).tolist()}
+        return out, {**diag, "fallback": None, "gate": np.round(gate.mean(axis=0), 4).tolist(), **traced}
 
     def _planned_for(self, step: int, n: int) -> np.ndarray | None:
         """What the previous base chunk planned for steps ``step .. step+n-1`` (None when it does not reach)."""
@@ -241,7 +256,9 @@ def _fallback(reason: str, step: int) -> dict[str, Any]:
 
 def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
     """One episode's R2A summary from the ``result["r2a"]`` dicts of its queries (for the benchmark records):
-    how often it fell back and why, the mean gate per dimension, the mean seed distance, the recovery steps."""
+    how often it fell back and why, the mean gate per dimension, the mean seed distance, the recovery steps; where a
+    gate source traced them (the diagnostic oracles), the mean learned and oracle S and the chunks' errors against
+    the expert's (``mean_learned_gate``, ``mean_oracle_gate``, ``mean_expert_error``)."""
     recovery = [d for d in diagnostics if d.get("recovery")]
     queries = [d for d in diagnostics if not d.get("recovery")]
     reasons: dict[str, int] = {}
@@ -250,11 +267,20 @@ def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
             reasons[d["fallback"]] = reasons.get(d["fallback"], 0) + 1
     gates = [d["gate"] for d in queries if d.get("gate") is not None]
     seeds = [d["seed_distance"] for d in queries if d.get("seed_distance") is not None]
-    return {"queries": len(queries), "fallbacks": reasons,
-            "fallback_share": sum(reasons.values()) / len(queries) if queries else None,
-            "mean_gate": np.round(np.mean(gates, axis=0), 4).tolist() if gates else None,
-            "mean_seed_distance": round(float(np.mean(seeds)), 4) if seeds else None,
-            "recovery_steps": len(recovery)}
+    out = {"queries": len(queries), "fallbacks": reasons,
+           "fallback_share": sum(reasons.values()) / len(queries) if queries else None,
+           "mean_gate": np.round(np.mean(gates, axis=0), 4).tolist() if gates else None,
+           "mean_seed_distance": round(float(np.mean(seeds)), 4) if seeds else None,
+           "recovery_steps": len(recovery)}
+    for key in ("learned_gate", "oracle_gate"):  # traced by a gate source (the diagnostic oracles)
+        values = [d[key] for d in queries if d.get(key) is not None]
+        if values:
+            out[f"mean_{key}"] = np.round(np.mean(values, axis=0), 4).tolist()
+    errors = [d["expert_error"] for d in queries if d.get("expert_error")]
+    if errors:
+        out["mean_expert_error"] = {name: np.round(np.mean([e[name] for e in errors], axis=0), 3).tolist()
+                                    for name in errors[0]}
+    return out
 
 
 __all__ = ["BASE_FALLBACK", "BASE_NONFINITE", "ERROR", "FAR_FROM_GRAPH", "GATE_INPUT", "LOW_CONFIDENCE", "NO_PROPRIO",
