@@ -15,6 +15,7 @@ class BenchConfig(TypedConfig):
     """One benchmark: every (task, factor, level, episode) plus the clean run of each (task, episode)."""
 
     CONFIG_WHAT: ClassVar[str] = "benchmark config"
+    SHIPPED_KIND: ClassVar[str] = "bench"
 
     name: str = "bench"
     """a short name recorded with the results"""

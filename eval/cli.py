@@ -28,12 +28,12 @@ from typing import Any
 
 from eval.bench_config import BenchConfig
 from eval.episode_job import SAVE_FRAMES
+from r2a_core.config import shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
 
-_CONFIGS = Path(__file__).resolve().parents[1] / "configs"
-DEFAULT_CALIBRATION = _CONFIGS / "bench" / "calibration.yaml"
-DEFAULT_LEVELS = _CONFIGS / "bench" / "factors.yaml"
+DEFAULT_CALIBRATION = shipped_path("configs/bench/calibration.yaml")
+DEFAULT_LEVELS = shipped_path("configs/bench/factors.yaml")
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -45,7 +45,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter,
                            epilog="config fields (--set FIELD=VALUE):\n" + BenchConfig.help_text() + "\n")
     run_p.add_argument("--config", required=True, metavar="YAML",
-                       help="benchmark config, e.g. configs/bench/quick.yaml")
+                       help="benchmark config: a shipped name (smoke, quick, standard: configs/bench/NAME.yaml) "
+                            "or a YAML path")
     run_p.add_argument("--policy", action="append", required=True, metavar="NAME[:ARG]",
                        help="policy to evaluate (repeat to compare, e.g. --policy base --policy r2a)")
     run_p.add_argument("--out", required=True, type=Path, metavar="DIR", help="results directory")

@@ -14,6 +14,7 @@ class GateTrainConfig(TypedConfig):
     """Training of the learned gate on ``r2a gate data`` files."""
 
     CONFIG_WHAT: ClassVar[str] = "gate training config"
+    SHIPPED_KIND: ClassVar[str] = "gate"
 
     seed: int = 0
     """seed of the initialization, the split and the batch order"""

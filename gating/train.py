@@ -4,9 +4,10 @@ Loss per row: the blended chunk ``A_base + S ⊙ (A_ref − A_base)`` against th
 steps, squared, summed over the motion dimensions and averaged over the steps, plus ``s_penalty · mean S²`` so S
 stays near 0 wherever the data gives no reason to move (clean states where the base is right must not get
 worse). Validation holds out whole episodes. One process on the CPU here; ``torchrun --nproc_per_node N`` runs
-data-parallel (DDP: gloo on CPUs, NCCL on GPUs; each process takes every N-th row of each epoch's order), with
-automatic device selection. Rank 0 writes the checkpoint every ``save_every`` epochs (resumable: a rerun with the
-same ``--out`` continues from the last one), ``train_summary.json`` and ``training_curve.png``.
+data-parallel (DDP: gloo on CPUs, NCCL on GPUs; each process takes every N-th row of each epoch's order; N = 1 too,
+which is how scripts/gpu_check.sh checks NCCL on one GPU), with automatic device selection. Rank 0 writes the
+checkpoint every ``save_every`` epochs (resumable: a rerun with the same ``--out`` continues from the last one),
+``train_summary.json`` and ``training_curve.png``.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     from r2a_core.train_state import load_train_state
 
     rank, world, local_rank = _distributed()
-    device = _device(config.device, world, local_rank)
+    device = _device(config.device, local_rank)
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(out)
@@ -78,7 +79,8 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
             log.info("resuming gate training at epoch %d", start_epoch)
     net.to(device)
     model = net
-    if world > 1:
+    backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
+    if backend is not None:
         model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
     tensors = [t.to(device) for t in (xt, base, ref, expert, weight)]
     provenance = {"data": [{"path": str(p), "sha256": sha256_path(p)} for p in data_paths],
@@ -117,14 +119,14 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
                                   train_config=config.to_dict(), provenance=provenance, history=history)
             save_gate(ckpt, out, optimizer, {"epoch": epoch + 1})
     summary = {"out": str(out), "epochs": config.epochs, "rows": provenance["rows"], "processes": world,
-               "device": str(device), "final": history[-1] if history else None,
+               "device": str(device), "ddp_backend": backend, "final": history[-1] if history else None,
                "epoch_s_mean": round(float(np.mean([h["epoch_s"] for h in history])), 3) if history else None}
     if rank == 0:
         write_json_atomic(out / "train_summary.json", {**summary, "history": history})
         plot_training_curve(history, out / "training_curve.png")
     if run is not None:
         run.finish()
-    if world > 1:
+    if backend is not None:
         torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     return summary
@@ -212,11 +214,12 @@ def feature_matrix(arrays: dict[str, np.ndarray], layout: Any) -> np.ndarray:
 
 
 def _distributed() -> tuple[int, int, int]:
-    """(rank, world size, local rank); initializes the process group under torchrun (gloo on CPU, NCCL on GPU)."""
+    """(rank, world size, local rank); under torchrun, one process too, initializes the process group (gloo on CPU,
+    NCCL on GPU)."""
     import torch
 
     world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world == 1:
+    if "MASTER_ADDR" not in os.environ or "RANK" not in os.environ:  # not launched by torchrun
         return 0, 1, 0
     if not torch.distributed.is_initialized():
         backend = "nccl" if torch.cuda.is_available() else "gloo"
@@ -224,13 +227,13 @@ def _distributed() -> tuple[int, int, int]:
     return torch.distributed.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0"))
 
 
-def _device(name: str, world: int, local_rank: int) -> Any:
+def _device(name: str, local_rank: int) -> Any:
     import torch
 
     from r2a_core.devices import training_device
 
     device = training_device(name)
-    if device.type == "cuda" and world > 1:
+    if device.type == "cuda" and torch.distributed.is_initialized():
         device = torch.device("cuda", local_rank)
         torch.cuda.set_device(device)
     return device

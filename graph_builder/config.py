@@ -113,6 +113,7 @@ class GraphConfig(TypedConfig):
     """Everything a graph build depends on besides its inputs."""
 
     CONFIG_WHAT: ClassVar[str] = "graph config"
+    SHIPPED_KIND: ClassVar[str] = "graph"
 
     segmentation: SegmentationConfig = field(default_factory=SegmentationConfig)
     features: FeatureConfig = field(default_factory=FeatureConfig)

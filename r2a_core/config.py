@@ -10,6 +10,12 @@ Why not pydantic: its errors are multi-line and name internal locations; the few
 strings, booleans, Literals, lists, tuples, string-keyed mappings, optional values, nested sections) are
 checked here in one place with the messages users see. A class may define ``validate(self)`` for checks that
 span fields; it raises :class:`R2AInputError` and the loader prefixes where the config came from.
+
+Shipped files are found from any working directory: ``configs/`` of the checkout installs as the ``r2a_configs``
+package (setup.py) and the assets are ``r2a/assets/`` of the ``r2a`` package, both located through
+``importlib.resources`` (:func:`shipped_path`). A relative path a user or a shipped YAML gives is read as given
+when it exists, else as the shipped file it names (:func:`resolve_path`); a bare config name such as ``smoke`` is
+the shipped ``configs/KIND/smoke.yaml`` of its config's kind (``SHIPPED_KIND``, :func:`shipped_config`).
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
+import importlib.resources
 import inspect
 import json
 import textwrap
@@ -56,11 +63,66 @@ def unknown_name_error(what: str, name: str, valid: Iterable[str], where: str = 
                          f"valid {plural or what + 's'}: {', '.join(valid)}")
 
 
+# ---------------------------------------------------------------------------------------------- shipped files
+
+#: first folder of a shipped file's path in the checkout → the package it is installed as
+SHIPPED_PACKAGES = {"configs": "r2a_configs", "r2a": "r2a"}
+
+
+@lru_cache(maxsize=None)
+def _package_folder(prefix: str) -> Path:
+    """The folder of the package that holds ``prefix``'s shipped files (the checkout's own folder when the package
+    is not installed, e.g. a checkout on ``PYTHONPATH`` after configs/ became a package)."""
+    try:
+        folder = importlib.resources.files(SHIPPED_PACKAGES[prefix])
+    except ModuleNotFoundError:
+        return Path(__file__).resolve().parents[1] / prefix
+    if not isinstance(folder, Path):  # a zipped install: the readers need real files
+        raise R2AInputError(f"package {SHIPPED_PACKAGES[prefix]} is not installed as a folder ({folder}); "
+                            "reinstall r2a with pip (not as a zip)")
+    return folder
+
+
+def shipped_path(relative: str | Path) -> Path:
+    """Where a shipped file is, whatever the working directory: ``configs/bench/smoke.yaml`` in the installed
+    shipped configs, ``r2a/assets/r2a_gate`` in the installed ``r2a`` package (in a checkout: the checkout's)."""
+    first, *rest = Path(relative).parts
+    if first not in SHIPPED_PACKAGES:
+        raise ValueError(f"{relative}: shipped files are under {', '.join(f'{p}/' for p in SHIPPED_PACKAGES)}")
+    return _package_folder(first).joinpath(*rest)
+
+
+def resolve_path(path: str | Path) -> Path:
+    """``path`` as given when it exists (or is absolute), else the shipped file it names when there is one
+    (``r2a/assets/...``, ``configs/...``: the paths shipped YAMLs use), else as given, for its reader to report."""
+    given = Path(path).expanduser()
+    if given.exists() or given.is_absolute() or not given.parts or given.parts[0] not in SHIPPED_PACKAGES:
+        return given
+    shipped = shipped_path(given)
+    return shipped if shipped.exists() else given
+
+
+def shipped_config(path: str | Path, kind: str | None = None, what: str = "config") -> Path:
+    """The YAML file a config argument names: a path (:func:`resolve_path`), or a bare name such as ``smoke`` (no
+    folder, no ``.yaml``): the shipped ``configs/KIND/smoke.yaml``; an unknown name lists the shipped ones."""
+    text = str(path)
+    if kind is None or Path(text).exists() or "/" in text or text.endswith((".yaml", ".yml")):
+        return resolve_path(path)
+    folder = shipped_path(f"configs/{kind}")
+    if (folder / f"{text}.yaml").is_file():
+        return folder / f"{text}.yaml"
+    names = sorted(p.stem for p in folder.glob("*.yaml"))
+    raise R2AInputError(f"{what} '{text}': no such file, nor a shipped name{did_you_mean(text, names)}; shipped "
+                        f"(configs/{kind}/): {', '.join(names)}")
+
+
 # ----------------------------------------------------------------------------------------------- loading
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] | None = None,
-                what: str = "config") -> T:
-    """Defaults of ``cls``, then the YAML file at ``path`` (if any), then ``section.field=value`` overrides."""
+                what: str = "config", kind: str | None = None) -> T:
+    """Defaults of ``cls``, then the YAML file at ``path`` (if any; a bare name is a shipped config of ``kind``,
+    :func:`shipped_config`), then ``section.field=value`` overrides."""
+    path = shipped_config(path, kind, what) if path is not None else None
     raw: dict[str, Any] = dict(read_yaml_mapping(path, what)) if path is not None else {}
     where = f"{what} {path}" if path is not None else what
     for item in overrides or ():
@@ -144,11 +206,13 @@ class TypedConfig:
 
     #: what the config is called in error messages ("benchmark config", "graph config", ...)
     CONFIG_WHAT: ClassVar[str] = "config"
+    #: the folder of configs/ whose YAMLs a bare name means ("bench": ``--config smoke`` is configs/bench/smoke.yaml)
+    SHIPPED_KIND: ClassVar[str | None] = None
 
     @classmethod
     def from_yaml(cls: type[C], path: str | Path | None = None, overrides: Sequence[str] | None = None) -> C:
-        """Defaults, then the YAML file (if any), then ``section.field=value`` overrides."""
-        return load_config(cls, path, overrides, cls.CONFIG_WHAT)
+        """Defaults, then the YAML file (if any; a path or a shipped config's bare name), then overrides."""
+        return load_config(cls, path, overrides, cls.CONFIG_WHAT, cls.SHIPPED_KIND)
 
     @classmethod
     def from_dict(cls: type[C], data: Any, where: str | None = None) -> C:
@@ -355,5 +419,6 @@ def _docstrings(cls: type) -> dict[str, str]:
     return docs
 
 
-__all__ = ["TypedConfig", "apply_override", "config_help", "did_you_mean", "field_docs", "from_dict", "load_config",
-           "override", "to_dict", "unknown_name_error"]
+__all__ = ["SHIPPED_PACKAGES", "TypedConfig", "apply_override", "config_help", "did_you_mean", "field_docs",
+           "from_dict", "load_config", "override", "resolve_path", "shipped_config", "shipped_path", "to_dict",
+           "unknown_name_error"]

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import ClassVar, Literal
 
 import pytest
 
-from r2a_core.config import TypedConfig, apply_override, config_help, field_docs, load_config
+from r2a_core.config import (TypedConfig, apply_override, config_help, field_docs, load_config, resolve_path,
+                             shipped_config, shipped_path)
 from r2a_core.errors import R2AInputError
 
 
@@ -108,6 +110,30 @@ def test_yaml_errors_name_the_file(tmp_path):
         Example.from_yaml(path)
     with pytest.raises(R2AInputError, match="file not found"):
         Example.from_yaml(tmp_path / "missing.yaml")
+
+
+def test_a_bare_name_is_the_shipped_config_of_its_kind_from_any_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    smoke = shipped_path("configs/bench/smoke.yaml")
+    assert smoke.is_file() and shipped_config("smoke", "bench") == smoke
+    assert shipped_config("configs/bench/smoke.yaml", "bench") == smoke  # the checkout's relative path, elsewhere
+    from eval.bench_config import BenchConfig
+
+    assert BenchConfig.from_yaml("smoke").name == "smoke"
+    with pytest.raises(R2AInputError, match=re.escape("benchmark config 'smok': no such file, nor a shipped name "
+                                                      "(did you mean 'smoke'?); shipped (configs/bench/): ")):
+        BenchConfig.from_yaml("smok")
+    (tmp_path / "smoke").mkdir()  # what the working directory holds comes first
+    assert shipped_config("smoke", "bench") == Path("smoke")
+
+
+def test_relative_paths_are_read_as_given_then_as_the_shipped_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert resolve_path("r2a/assets/r2a_gate") == shipped_path("r2a/assets/r2a_gate")
+    assert shipped_path("r2a/assets/r2a_gate").is_dir()
+    assert resolve_path("runs/mine") == Path("runs/mine")  # not shipped: as given, for its reader to report
+    (tmp_path / "r2a" / "assets" / "r2a_gate").mkdir(parents=True)
+    assert resolve_path("r2a/assets/r2a_gate") == Path("r2a/assets/r2a_gate")
 
 
 def test_field_docs_flatten_sections_for_the_help():

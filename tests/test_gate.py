@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 from gating.config import GateTrainConfig
-from gating.data import ARRAYS, FORMAT, FORMAT_VERSION, load_gate_data, save_gate_data
+from gating.data import load_gate_data
+from gating.synthetic import synthetic_gate_data
 from r2a.wrapper.gate import GateInputs
 from r2a.wrapper.learned_gate import GateInputError, GateLayout, LearnedGate, build_gate_net, gate_features
 from r2a_core.errors import R2AInputError
@@ -98,35 +99,11 @@ def test_image_stats_score_separates_a_shifted_image_and_round_trips(tmp_path):
         load_image_stats(path)
 
 
-def _synthetic_data(path: Path, episodes: int = 12, rows_per_episode: int = 20, seed: int = 0) -> Path:
-    """Gate data where the reference is right on half the episodes and the base on the others."""
-    rng = np.random.default_rng(seed)
-    n = episodes * rows_per_episode
-    expert = rng.normal(size=(n, 8, 7)).astype(np.float32) * 0.3
-    shifted = np.repeat(np.arange(episodes) % 2 == 0, rows_per_episode)
-    noise = rng.normal(size=(n, 8, 7)).astype(np.float32) * 0.3
-    base = np.where(shifted[:, None, None], expert + noise, expert + 0.1 * noise)
-    reference = np.where(shifted[:, None, None], expert + 0.1 * noise, expert + noise)
-    arrays = {"base": base, "reference": reference, "expert": expert,
-              "retrieval": rng.random((n, 4)).astype(np.float32), "ee_pos": rng.normal(size=(n, 3)).astype(np.float32),
-              "gripper": rng.random(n).astype(np.float32), "step": rng.integers(0, 200, n).astype(np.int32),
-              "disagreement": np.abs(base - reference).mean(1).astype(np.float32), "has_plan": np.ones(n, bool),
-              "image_score": np.where(shifted, 50.0, 1.0).astype(np.float32), "has_image": np.ones(n, bool),
-              "episode": np.repeat(np.arange(episodes), rows_per_episode).astype(np.int32),
-              "seed": np.repeat(20000 + np.arange(episodes), rows_per_episode).astype(np.int64)}
-    assert set(arrays) == set(ARRAYS)
-    meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "layout": GateLayout().to_dict(),
-            "action_space": {"kind": OSC_POSE_DELTA.kind, "dim": 7},
-            "condition": ["light:3" if s else "clean" for s in shifted], "kind": ["demo"] * n, "sources": ["synthetic"],
-            "seeds": sorted(set(arrays["seed"].tolist())), "shift_settings": ["light:3"], "skipped": {}}
-    return save_gate_data({"arrays": arrays, "meta": meta}, path)
-
-
 def test_training_learns_where_to_trust_the_reference_and_resumes(tmp_path):
     from gating.train import train_gate
     from r2a.wrapper.gate_checkpoint import load_gate
 
-    data = _synthetic_data(tmp_path / "data.npz")
+    data = synthetic_gate_data(tmp_path / "data.npz")
     config = GateTrainConfig.from_dict({"epochs": 30, "batch_size": 32, "save_every": 10, "holdout_every": 3,
                                         "lr": 0.01})
     out = tmp_path / "gate"
@@ -153,7 +130,7 @@ def test_balanced_row_weights_give_each_kind_the_same_total():
 
 
 def test_two_process_ddp_training_on_gloo(tmp_path):
-    data = _synthetic_data(tmp_path / "data.npz")
+    data = synthetic_gate_data(tmp_path / "data.npz")
     out = tmp_path / "ddp"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     with socket.socket() as s:  # a free port for the rendezvous
@@ -166,7 +143,7 @@ def test_two_process_ddp_training_on_gloo(tmp_path):
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "train_summary.json").read_text())
-    assert summary["processes"] == 2 and len(summary["history"]) == 3
+    assert summary["processes"] == 2 and len(summary["history"]) == 3 and summary["ddp_backend"] == "gloo"
     assert json.loads((out / "manifest.json").read_text())["provenance"]["processes"] == 2
 
 
@@ -192,7 +169,7 @@ def test_the_wrapper_uses_a_learned_gate_and_falls_back_on_nan_inputs(tmp_path):
                        tmp_path / "graph")
     gate_dir = tmp_path / "gate"
     train_gate(GateTrainConfig.from_dict({"epochs": 2, "holdout_every": 3, "signals": ["disagreement"]}),
-               [_synthetic_data(tmp_path / "d.npz")], gate_dir, progress=False)
+               [synthetic_gate_data(tmp_path / "d.npz")], gate_dir, progress=False)
 
     class Base:
         action_space = OSC_POSE_DELTA
@@ -246,7 +223,7 @@ def test_the_benchmark_refuses_a_gate_or_retriever_that_saw_its_seeds(tmp_path):
 def test_training_refuses_data_outside_the_training_split(tmp_path):
     from gating.train import train_gate
 
-    data = _synthetic_data(tmp_path / "d.npz")
+    data = synthetic_gate_data(tmp_path / "d.npz")
     with pytest.raises(R2AInputError, match="outside the training split"):
         train_gate(GateTrainConfig.from_dict({"epochs": 1, "training_shifts": ["camera:2"]}), [data], tmp_path / "g",
                    progress=False)

@@ -17,6 +17,7 @@ class CalibrationConfig(TypedConfig):
     """One calibration sweep of the shift levels against a policy (``r2a bench calibrate``)."""
 
     CONFIG_WHAT: ClassVar[str] = "calibration config"
+    SHIPPED_KIND: ClassVar[str] = "bench"
 
     tasks: list[str] = field(default_factory=lambda: ["Lift", "PickPlaceCan", "Stack", "StackThree"])
     """built-in tasks, pooled in the fit (each with its clean rate as its ceiling)"""

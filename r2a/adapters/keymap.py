@@ -33,6 +33,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from r2a_core.config import shipped_config, shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.rotations import axis_angle_to_quat, quat_to_axis_angle
@@ -42,7 +43,7 @@ from r2a_core.yaml_io import read_yaml_mapping
 
 #: format of configs/adapters/*.yaml this reader understands
 FORMAT_VERSION = 1
-ADAPTER_DIR = Path(__file__).resolve().parents[2] / "configs" / "adapters"
+ADAPTER_DIR = shipped_path("configs/adapters")
 RESIZE_METHODS = ("area", "nearest")
 FLIPS = ("none", "horizontal", "vertical", "rot180")
 #: top-level YAML keys; the ones after the key map configure the transport (see AdapterConfig)
@@ -309,11 +310,13 @@ class AdapterConfig:
 
 
 def adapter_yaml(name_or_path: str) -> Path:
-    """A YAML path as given, or ``configs/adapters/NAME.yaml`` for a bare name like ``openpi_libero``."""
-    path = Path(name_or_path)
-    if not path.exists() and "/" not in name_or_path and (ADAPTER_DIR / f"{name_or_path}.yaml").is_file():
-        return ADAPTER_DIR / f"{name_or_path}.yaml"
-    return path
+    """A YAML path (as given, or a shipped ``configs/adapters/...`` one from anywhere), or the shipped
+    ``configs/adapters/NAME.yaml`` for a bare name like ``openpi_libero``; anything else as given, for the caller to
+    say what it expected."""
+    try:
+        return shipped_config(name_or_path, "adapters", "adapter config")
+    except R2AInputError:
+        return Path(name_or_path)
 
 
 def load_adapter_config(path: str | Path) -> AdapterConfig:

@@ -42,6 +42,7 @@ class RetrieverTrainConfig(TypedConfig):
     """Self-supervised training of the GNN retriever on held-out demonstrations (``r2a retriever train``)."""
 
     CONFIG_WHAT: ClassVar[str] = "retriever training config"
+    SHIPPED_KIND: ClassVar[str] = "retriever"
 
     seed: int = 0
     """seed of the initialization and the batch sampling"""

@@ -19,6 +19,7 @@ class TrainConfig(TypedConfig):
     """Behaviour cloning of the built-in VLA (``configs/policy/builtin.yaml``; ``r2a policy train --help``)."""
 
     CONFIG_WHAT: ClassVar[str] = "policy training config"
+    SHIPPED_KIND: ClassVar[str] = "policy"
 
     seed: int = 0
     """seed of the initialization, the sampling and the augmentation"""

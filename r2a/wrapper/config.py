@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import ClassVar, Literal
 
 from r2a.harmonize import HarmonizeSettings
 from r2a.retrieval.config import RetrievalSettings
-from r2a_core.config import TypedConfig
+from r2a_core.config import TypedConfig, resolve_path, shipped_path
 from r2a_core.errors import R2AInputError
 
-#: relative asset paths resolve against the working directory first, then against the project root
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
-DEFAULT_CONFIG = PROJECT_ROOT / "configs" / "r2a" / "builtin.yaml"
+#: relative asset paths (``r2a/assets/...``) are read from the working directory when there, else from the
+#: installed package (:func:`resolve_path`)
+DEFAULT_CONFIG = shipped_path("configs/r2a/builtin.yaml")
 
 
 @dataclass(frozen=True)
@@ -75,6 +74,7 @@ class R2AConfig(TypedConfig):
     """A frozen base policy wrapped by R2A."""
 
     CONFIG_WHAT: ClassVar[str] = "R2A config"
+    SHIPPED_KIND: ClassVar[str] = "r2a"
 
     base: str = "builtin"
     """the frozen base policy (any policy spec: builtin, openpi:ws://..., lerobot:DIR, callable:...)"""
@@ -109,14 +109,6 @@ class R2AConfig(TypedConfig):
             raise R2AInputError(f"gate.holding_scale must be in [0, 1], got {g.holding_scale}")
         if g.kind in ("learned", "fixed") and not g.checkpoint:
             raise R2AInputError(f"gate.kind is '{g.kind}' but gate.checkpoint names no gate checkpoint")
-
-
-def resolve_path(path: str) -> Path:
-    """``path`` as given when it exists, else relative to the project root (shipped assets)."""
-    given = Path(path).expanduser()
-    if given.exists() or given.is_absolute():
-        return given
-    return PROJECT_ROOT / given
 
 
 __all__ = ["DEFAULT_CONFIG", "FallbackSettings", "GateSettings", "R2AConfig", "RecoverySettings", "resolve_path"]

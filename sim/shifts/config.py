@@ -14,12 +14,12 @@ import yaml
 
 from sim.shifts.base import LEVELS, check_value
 from sim.shifts.registry import FACTOR_CLASSES
-from r2a_core.config import unknown_name_error
+from r2a_core.config import shipped_path, unknown_name_error
 from r2a_core.errors import R2AInputError
 
 #: format of configs/bench/factors.yaml this reader understands
 FORMAT_VERSION = 1
-DEFAULT_FACTORS_YAML = Path(__file__).resolve().parents[2] / "configs" / "bench" / "factors.yaml"
+DEFAULT_FACTORS_YAML = shipped_path("configs/bench/factors.yaml")
 LEVEL_KEYS = {f"L{level}": level for level in LEVELS}
 
 

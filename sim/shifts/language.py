@@ -14,10 +14,11 @@ import numpy as np
 import yaml
 
 from sim.shifts.base import INT, ShiftFactor
+from r2a_core.config import shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.types import PROMPT
 
-LANGUAGE_DIR = Path(__file__).resolve().parents[2] / "configs" / "language"
+LANGUAGE_DIR = shipped_path("configs/language")
 #: format of configs/language/<Task>.yaml this reader understands
 FORMAT_VERSION = 1
 
