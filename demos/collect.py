@@ -78,9 +78,10 @@ class CollectResult:
 
 
 def _init_worker(config: CollectConfig) -> None:
-    from sim.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
 
-    _WORKER["sim"] = SimEnv(SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras))
+    _WORKER["sim"] = make_sim(SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras))
     _WORKER["config"] = config
 
 

@@ -27,9 +27,10 @@ class StateReplayer:
 
     def _sim(self, task: str):
         if task not in self._sims:
-            from sim.envs.robosuite_env import SimConfig, SimEnv
+            from sim.envs.backends import make_sim
+            from sim.envs.robosuite_env import SimConfig
 
-            self._sims[task] = SimEnv(SimConfig(task=task, cameras=()))
+            self._sims[task] = make_sim(SimConfig(task=task, cameras=()))
         return self._sims[task]
 
     def close(self) -> None:

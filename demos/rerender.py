@@ -100,7 +100,8 @@ def rerender_file(source: str | Path, out: str | Path, cameras: tuple[str, ...] 
     """Write ``out``: ``source`` with the images of ``cameras`` (default: all it has) rendered again at the
     same size, the other cameras copied; under ``shift`` (``FACTOR:LEVEL``, episode ``i`` seeded ``seed + i``)
     when given. Returns the number of frames."""
-    from sim.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
 
     factor, level = parse_shift(shift) if shift else (None, 0)
     with open_hdf5(source) as f:
@@ -113,7 +114,7 @@ def rerender_file(source: str | Path, out: str | Path, cameras: tuple[str, ...] 
         raise R2AInputError(f"{source}: cannot render {list(missing) or 'images'} again: the file records "
                             f"cameras {list(recorded)}")
     size = int(episodes[0].images[cameras[0]].shape[1])
-    sim = SimEnv(SimConfig(task=episodes[0].task, image_size=size, cameras=cameras))
+    sim = make_sim(SimConfig(task=episodes[0].task, image_size=size, cameras=cameras))
     sim.reset(0)  # robosuite hides its visualization sites (the green grip-site line) on reset, not on creation
     frames = 0
     problem_info = dict(attrs["problem_info"])

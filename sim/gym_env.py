@@ -34,7 +34,8 @@ from r2a_core.types import (CAMERAS, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_
                             STATE_STEP, image_key)
 from sim.envs.tasks import TASKS, get_task
 
-ENV_IDS = {task: f"r2a/{task}-v0" for task in TASKS}
+#: gymnasium ids by task; a LIBERO task's "/" becomes "-" (``libero_spatial/0`` → ``r2a/libero_spatial-0-v0``)
+ENV_IDS = {task: f"r2a/{task.replace('/', '-')}-v0" for task in TASKS}
 #: characters an instruction may hold: printable ASCII, Latin-1 and common punctuation (language shifts)
 PROMPT_CHARSET = "".join(sorted(set(string.printable) | {chr(c) for c in range(0xA0, 0x180)}
                                 | {chr(c) for c in range(0x2010, 0x2027)}))
@@ -70,7 +71,8 @@ class R2AGymEnv(gym.Env):
     def __init__(self, task: str = "Lift", shift: str | None = None, seed: int | None = None,
                  image_size: int = 128, cameras: tuple[str, ...] = CAMERAS, horizon: int | None = None,
                  render_mode: str | None = None) -> None:
-        from sim.envs.robosuite_env import SimConfig, SimEnv
+        from sim.envs.backends import make_sim
+        from sim.envs.robosuite_env import SimConfig
         from sim.shifts import ShiftHooks
 
         if render_mode not in (None, "rgb_array"):
@@ -78,8 +80,8 @@ class R2AGymEnv(gym.Env):
         self.task = get_task(task)
         self.factor, self.level = parse_shift(shift)
         self.render_mode = render_mode
-        self.sim = SimEnv(SimConfig(task=self.task.name, image_size=image_size, cameras=tuple(cameras),
-                                    horizon=horizon))
+        self.sim = make_sim(SimConfig(task=self.task.name, image_size=image_size, cameras=tuple(cameras),
+                                      horizon=horizon))
         self._hooks = ShiftHooks(self.factor, self.level)
         self._first_seed, self._seed = seed, None
         self._steps, self._stages = 0, dict.fromkeys(self.task.stages, False)

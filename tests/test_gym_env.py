@@ -28,8 +28,10 @@ def stack_env():
 
 def test_every_task_is_registered_on_import():
     assert set(ENV_IDS.values()) <= set(gym.registry)
-    assert ENV_IDS == {"Lift": "r2a/Lift-v0", "Stack": "r2a/Stack-v0", "PickPlaceCan": "r2a/PickPlaceCan-v0",
-                       "StackThree": "r2a/StackThree-v0"}
+    builtin = {"Lift": "r2a/Lift-v0", "Stack": "r2a/Stack-v0", "PickPlaceCan": "r2a/PickPlaceCan-v0",
+               "StackThree": "r2a/StackThree-v0"}
+    assert {task: ENV_IDS[task] for task in builtin} == builtin
+    assert ENV_IDS["libero_spatial/0"] == "r2a/libero_spatial-0-v0" and len(ENV_IDS) == len(builtin) + 20
 
 
 def test_spaces_reset_and_the_standard_step_tuple(stack_env):

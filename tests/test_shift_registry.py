@@ -15,7 +15,7 @@ from sim.shifts import (FACTOR_CLASSES, FACTOR_NAMES, ShiftHooks, get_factor, lo
 from sim.shifts.config import DEFAULT_FACTORS_YAML, load_factor_levels
 from sim.shifts.language import load_instructions
 from sim.shifts.noise import CORRUPTIONS, SEVERITY_KEY, NoiseShift, corrupt
-from sim.envs.tasks import TASKS
+from sim.envs.tasks import BUILTIN_TASKS
 from r2a_core.errors import R2AInputError
 
 EXPECTED = ("camera", "robot_init", "language", "light", "background", "noise", "layout")
@@ -54,7 +54,7 @@ def test_level_zero_hooks_are_a_no_op():
 
 
 @pytest.mark.parametrize("name", EXPECTED)
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", list(BUILTIN_TASKS))
 def test_sampling_is_deterministic_jsonable_and_varied(name, task):
     for level in (1, 2, 3):
         a = sample_params(name, level, 11, task)
@@ -141,10 +141,10 @@ def test_another_config_changes_the_levels(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- language
-@pytest.mark.parametrize("task", list(TASKS))
+@pytest.mark.parametrize("task", list(BUILTIN_TASKS))
 def test_every_task_has_rewrites_at_every_level(task):
     rewrites = load_instructions(task)
-    original = TASKS[task].instruction
+    original = BUILTIN_TASKS[task].instruction
     for level in (1, 2, 3):
         assert len(rewrites[level]) >= 3 and original not in rewrites[level]
     assert not set(rewrites[1]) & set(rewrites[3])

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from sim.envs.robosuite_env import SimConfig, SimEnv
-from sim.envs.tasks import TASKS, get_task
+from sim.envs.tasks import BUILTIN_TASKS, get_task
 from r2a_core.errors import R2AInputError
 
 pytest.importorskip("robosuite")
@@ -89,7 +89,7 @@ def test_bad_action_shape_and_unknown_task(lift):
 
 
 def test_stages_start_unreached_for_every_task():
-    for name, task in TASKS.items():
+    for name, task in BUILTIN_TASKS.items():
         sim = SimEnv(SimConfig(task=name, cameras=()))
         sim.reset(0)
         flags = sim.stage_flags()
@@ -118,7 +118,7 @@ def test_task_names_are_accepted_in_any_case():
     from eval.bench_config import BenchConfig
     from sim.envs.tasks import canonical_task_name
 
-    assert get_task("lift") is TASKS["Lift"] and canonical_task_name("STACKTHREE") == "StackThree"
+    assert get_task("lift") is BUILTIN_TASKS["Lift"] and canonical_task_name("STACKTHREE") == "StackThree"
     assert SimConfig(task="pickplacecan", cameras=()).task == "PickPlaceCan"
     assert BenchConfig.from_dict({"tasks": ["stack", "Lift"]}).tasks == ["Stack", "Lift"]
     with pytest.raises(R2AInputError, match="unknown task 'lfit' .did you mean 'Lift'"):

@@ -25,13 +25,13 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
+from demos.experts.phase import CLOSED, OPEN, Phase
 from r2a_core.errors import R2AInputError
 from r2a_core.rotations import quat_to_axis_angle, quat_to_matrix
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
 
-OPEN, CLOSED = -1.0, 1.0
 POS_SCALE, ROT_SCALE = 0.05, 0.5  # OSC_POSE output_max for position (m) and rotation (rad)
 YAW_TOLERANCE = 0.08  # rad; descend only once the hand is turned, or it sweeps neighbouring objects
 PLACED = 0.02  # m; a let-go object this close to where the place phase lowers it to counts as placed
@@ -61,25 +61,6 @@ def _matrix_to_axis_angle(m: np.ndarray) -> np.ndarray:
 def _yaw_of(quat_wxyz: np.ndarray) -> float:
     m = quat_to_matrix(quat_wxyz)
     return float(np.arctan2(m[1, 0], m[0, 0]))
-
-
-@dataclass
-class Phase:
-    """One waypoint: where the grip site should go, the gripper command, and when the phase is over."""
-
-    name: str
-    target: Callable[["SimEnv"], np.ndarray]
-    gripper: float
-    tolerance: float = 0.01
-    hold_steps: int = 0
-    yaw_object: str | None = None
-    max_steps: int = 120
-    #: the object that must stay in the hand; if it slips, the expert starts that pick again
-    holding: str | None = None
-    #: a waypoint approached from above: in relabel mode, a hand below it within tolerance horizontally passed it
-    from_above: bool = False
-    #: lowers the held object onto its place: in relabel mode, an object let go there was placed, not dropped
-    places: bool = False
 
 
 class ScriptedExpert:
@@ -113,7 +94,8 @@ class ScriptedExpert:
         rotation_error = self._rotation_error(phase)
         action[3:6] = np.clip(rotation_error / ROT_SCALE, -1.0, 1.0)
         action[6] = phase.gripper
-        aligned = self.relabel or phase.yaw_object is None or float(np.linalg.norm(rotation_error)) < YAW_TOLERANCE
+        turns = phase.yaw_object is not None or phase.yaw is not None
+        aligned = self.relabel or not turns or float(np.linalg.norm(rotation_error)) < YAW_TOLERANCE
         self._advance(phase, self._distance(phase, error) if aligned else np.inf)
         return {"actions": action[None, :], "phase": phase.name}
 
@@ -170,7 +152,9 @@ class ScriptedExpert:
     def _rotation_error(self, phase: Phase) -> np.ndarray:
         """World-frame axis-angle from the current grip orientation to 'down, yaw-aligned with the object'."""
         current = quat_to_matrix(self.sim.ee_quat())
-        if phase.yaw_object is not None:
+        if phase.yaw is not None:
+            self._yaw_target = phase.yaw(self.sim)
+        elif phase.yaw_object is not None:
             self._yaw_target = self._aligned_yaw(phase.yaw_object, current)
         if self._yaw_target is None:
             self._yaw_target = float(np.arctan2(current[1, 0], current[0, 0]))
@@ -309,6 +293,10 @@ EXPERT_PHASES: dict[str, Callable[["SimEnv", Placement], list[Phase]]] = {
 def make_expert(sim: "SimEnv", relabel: bool = False, variant: str = "scripted") -> ScriptedExpert:
     """The scripted expert for the task ``sim`` was built for (``relabel``: labelling another policy's states)."""
     name = sim.task.name
+    if getattr(sim.task, "backend", "robosuite") == "libero":
+        from demos.experts.libero import LIBERO_GAIN, libero_phases
+
+        return ScriptedExpert(sim, libero_phases(sim), gain=LIBERO_GAIN, relabel=relabel)
     if name not in EXPERT_PHASES:
         raise R2AInputError(f"no scripted expert for task '{name}'; experts exist for: {', '.join(EXPERT_PHASES)}")
     return ScriptedExpert(sim, EXPERT_PHASES[name](sim, expert_variant(variant)), relabel=relabel)

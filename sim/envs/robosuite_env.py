@@ -120,6 +120,9 @@ class SimEnv:
     def __init__(self, config: SimConfig | None = None) -> None:
         self.config = config or SimConfig()
         self.task = get_task(self.config.task)
+        if self.task.backend != "robosuite" and type(self) is SimEnv:
+            raise R2AInputError(f"task '{self.task.name}' runs on the {self.task.backend} backend: build it with "
+                                "sim.envs.backends.make_sim")
         self.horizon = self.config.horizon or self.task.horizon
         self.raw_env = self._make_raw_env()
         self._sync_sampler_rng()

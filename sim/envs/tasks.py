@@ -1,4 +1,8 @@
-"""The built-in tasks: which robosuite environment, the instruction, the stages and the success check.
+"""The task registry: which simulator and scene, the instruction, the stages and the success check.
+
+The built-in robosuite tasks (Lift, Stack, PickPlaceCan, StackThree) are defined here; the LIBERO tasks
+(``libero_spatial/0`` … ``libero_object/9``) come from :mod:`sim.envs.libero_tasks` and are built by the LIBERO
+backend. ``Task.backend`` says which; :func:`sim.envs.backends.make_sim` builds either.
 
 Stages are simulator predicates evaluated every step; the benchmark's stage tracker latches them (once a stage
 was reached it counts as reached). Object placement is wider than robosuite's defaults (±12 cm, random yaw for
@@ -13,6 +17,8 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from r2a_core.config import unknown_name_error
+from sim.envs.libero_tasks import (LIBERO_STAGES, LIBERO_TASKS, STEP_LIMITS, LiberoTaskSpec, libero_stages,
+                                   libero_success)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
@@ -40,6 +46,9 @@ class Task:
     env_kwargs: tuple[tuple[str, Any], ...] = ()
     #: objects whose grasp is a mistake (the benchmark counts "wrong object grasped" events)
     wrong_objects: tuple[str, ...] = ()
+    #: the simulator backend that builds it: "robosuite" (:mod:`sim.envs.robosuite_env`) or "libero"
+    #: (:mod:`sim.envs.libero_env`, the ``libero`` extra)
+    backend: str = "robosuite"
 
 
 def _reached(sim: "SimEnv", obj: str) -> bool:
@@ -89,7 +98,8 @@ def _can_success(sim: "SimEnv", flags: dict[str, bool]) -> bool:
     return bool(sim.raw_env._check_success())
 
 
-TASKS: dict[str, Task] = {
+#: the built-in robosuite tasks (the shipped base policy, graph and gate were made on these)
+BUILTIN_TASKS: dict[str, Task] = {
     "Lift": Task("Lift", "Lift", "pick up the red cube", 150, ("reached", "grasped", "lifted"), (0.12, 0.12),
                  _lift_stages, _last_stage, ("cube",)),
     "Stack": Task("Stack", "Stack", "stack the red cube on the green cube", 250,
@@ -105,6 +115,17 @@ TASKS: dict[str, Task] = {
                        wrong_objects=("cubeB",)),
 }
 
+
+
+
+def _libero_task(spec: LiberoTaskSpec) -> Task:
+    return Task(spec.name, spec.bddl_name, spec.instruction, STEP_LIMITS[spec.suite], LIBERO_STAGES, None,
+                libero_stages, libero_success, (spec.target, spec.goal) + spec.distractors,
+                wrong_objects=spec.distractors, backend="libero")
+
+
+#: every registered task: the built-in ones first, then LIBERO's (listed without the extra; building one needs it)
+TASKS: dict[str, Task] = {**BUILTIN_TASKS, **{name: _libero_task(spec) for name, spec in LIBERO_TASKS.items()}}
 
 _BY_FOLDED_NAME: dict[str, Task] = {name.casefold(): task for name, task in TASKS.items()}
 

@@ -63,10 +63,11 @@ def _levels_status(config: str | Path | None) -> str:
 def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
                          config: str | Path | None = None) -> np.ndarray:
     """The sheet as an RGB uint8 image."""
-    from sim.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
     from sim.shifts import FACTOR_NAMES, LEVELS, ShiftHooks, get_factor
 
-    sim = SimEnv(SimConfig(task=task, cameras=("agentview",), image_size=size))
+    sim = make_sim(SimConfig(task=task, cameras=("agentview",), image_size=size))
     key = image_key("agentview")
     try:
         clean_obs = sim.reset(seed)
@@ -104,11 +105,12 @@ def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
 def render_noise_types(task: str = "Lift", seed: int = 0, size: int = 128,
                        config: str | Path | None = None) -> np.ndarray:
     """Every image corruption of the noise factor at the middle of each level's severity range (one row each)."""
-    from sim.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
     from sim.shifts import LEVELS, get_factor, obs_rng
     from sim.shifts.noise import CORRUPTIONS, SEVERITY_KEY, corrupt
 
-    sim = SimEnv(SimConfig(task=task, cameras=("agentview",), image_size=size))
+    sim = make_sim(SimConfig(task=task, cameras=("agentview",), image_size=size))
     try:
         clean = sim.reset(seed)[image_key("agentview")].copy()
     finally:

