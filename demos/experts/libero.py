@@ -51,13 +51,9 @@ def _centre(sim: "LiberoSimEnv", name: str) -> np.ndarray:
 
 
 def _footprint_axis(sim: "LiberoSimEnv", name: str) -> tuple[float, float]:
-    """(yaw of the footprint's long axis, long/short ratio) from the horizontal spread of the object's geoms."""
-    geoms = sim._object_geoms(name)
-    aabb = sim.mj_model.geom_aabb[geoms]
-    corners = aabb[:, None, :3] + np.array([[x, y, 0.0] for x in (-1, 1) for y in (-1, 1)])[None] * aabb[:, None, 3:]
-    rotations = sim.mj_data.geom_xmat[geoms].reshape(-1, 3, 3)
-    world = (sim.mj_data.geom_xpos[geoms][:, None, :] + np.einsum("gij,gkj->gki", rotations, corners))
-    xy = world.reshape(-1, 3)[:, :2]
+    """(yaw of the footprint's long axis, long/short ratio) from the horizontal spread of the object's geom boxes
+    (all eight corners: a mesh's local axes may lie any way up)."""
+    xy = sim.object_corners(name)[:, :2]
     xy = xy - xy.mean(axis=0)
     values, vectors = np.linalg.eigh(xy.T @ xy)
     long_axis = vectors[:, 1]

@@ -20,6 +20,11 @@ LIBERO's evaluation loop, followed so that numbers compare with published ones:
 - **Images** are rendered by LIBERO's cameras (``agentview``, ``robot0_eye_in_hand``) at the configured size, but
   upright (r2a's convention; LIBERO's own files hold OpenGL's upside-down rows). The openpi adapter turns them
   into what openpi's LIBERO client sends.
+- **LIBERO's own proprio** rides along (:data:`LIBERO_STATE_KEYS`, float64, as LIBERO's observation reports it):
+  ``robot0_eef_pos``, ``robot0_eef_quat`` (the hand body, MuJoCo's sign; here wxyz) and ``robot0_gripper_qpos``,
+  sampled with the images one physics substep into the control step, so that the openpi adapter sends exactly
+  what openpi's LIBERO client would (r2a/adapters/libero_convention.py; the ``state/…`` keys are the grip site's
+  after the step).
 
 Environments are built with ``hard_reset=False`` like the built-in ones (fast resets, no GL context churn); one
 LIBERO environment holds ~2.5 GB with cameras, so keep one per process.
@@ -36,6 +41,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from r2a_core.errors import R2AInputError
+from r2a_core.rotations import xyzw_to_wxyz
 from sim.envs.libero_tasks import LIBERO_TASKS, SETTLE_STEPS, LiberoTaskSpec
 from sim.envs.rendering import apply_render_quality
 from sim.envs.robosuite_env import ROBOSUITE_CAMERAS, SimConfig, SimEnv, _import_robosuite, env_args_for
@@ -47,6 +53,10 @@ BENCHMARK_SEED_START = 100000
 #: the settling action: hold still, gripper open (LIBERO's ``[0, 0, 0, 0, 0, 0, -1]``)
 NOOP_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 INSTALL_HINT = "pip install -e '.[libero]' (or: make install-libero)"
+#: LIBERO's raw proprio in the observation: our key ← LIBERO's observation key (r2a/adapters/libero_convention.py
+#: reads them by these names)
+LIBERO_STATE_KEYS = {"state/libero/eef_pos": "robot0_eef_pos", "state/libero/eef_quat": "robot0_eef_quat",
+                     "state/libero/gripper_qpos": "robot0_gripper_qpos"}
 _UNIT_CORNERS = np.array([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
 #: where r2a keeps LIBERO's path config (LIBERO asks on stdin for one on first import otherwise)
 _CONFIG_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "r2a" / "libero"
@@ -190,8 +200,7 @@ class LiberoSimEnv(SimEnv):
         """Sample (training seed) or load (benchmark seed) the initial state, settle it, return the observation."""
         self.seed = int(seed)
         self._activate_gl()
-        with _numpy_global_seed(self.seed):
-            self._control.reset()  # LIBERO's reset retries a layout its samplers could not place
+        self._sampled_reset(self.seed)
         index = self.init_state_index(self.seed)
         if index is not None:
             self._control.set_init_state(self.init_states()[index])
@@ -204,6 +213,43 @@ class LiberoSimEnv(SimEnv):
         self._initial_object_pos = {name: self.object_pos(name) for name in self.task.objects}
         self._obs = self._make_obs(raw_obs)
         return self._obs
+
+    def _sampled_reset(self, seed: int) -> None:
+        """LIBERO's reset with its samplers seeded, from the fixtures' home poses.
+
+        LIBERO places an object "on the stove" at the stove's sampled position *plus* the stove site's world
+        position — right when the model is freshly built with every fixture at its home pose (LIBERO's hard
+        reset), wrong by the fixture's offset once a fixture has moved (our soft resets). So the fixtures go home
+        first, and the layout depends on the seed alone, in any job order.
+        """
+        model = self.mj_model
+        for body, home in self._fixture_homes().items():
+            model.body_pos[body] = home
+        self.sim.forward()
+        with _numpy_global_seed(seed):
+            self._control.reset()  # LIBERO's reset retries a layout its samplers could not place
+
+    def _fixture_homes(self) -> dict[int, np.ndarray]:
+        """Each fixture's root-body position as the scene's XML gives it (before any reset moved it)."""
+        homes = self.__dict__.get("_homes")
+        if homes is None:
+            env = self.raw_env
+            homes = {}
+            for name, fixture in env.fixtures_dict.items():
+                element = env.model.worldbody.find(f".//body[@name='{fixture.root_body}']")
+                if element is not None:
+                    pos = np.array([float(v) for v in element.get("pos", "0 0 0").split()])
+                    homes[self.sim.model.body_name2id(fixture.root_body)] = pos
+            self._homes = homes
+        return homes
+
+    def _make_obs(self, raw_obs: dict[str, Any]) -> dict[str, Any]:
+        """r2a's observation, plus LIBERO's own proprio as its observation reports it (:data:`LIBERO_STATE_KEYS`)."""
+        obs = super()._make_obs(raw_obs)
+        for key, raw_key in LIBERO_STATE_KEYS.items():
+            value = np.array(raw_obs[raw_key], dtype=np.float64)
+            obs[key] = xyzw_to_wxyz(value) if raw_key == "robot0_eef_quat" else value
+        return obs
 
     # ---------------------------------------------------------------------------------------------- state
     def object_model(self, name: str):
@@ -225,13 +271,18 @@ class LiberoSimEnv(SimEnv):
         LIBERO's objects are meshes whose body origin sits anywhere inside them; experts and stages need where
         the object really is (its top, its footprint), as the geoms' boxes say after the current step.
         """
+        corners = self.object_corners(name)
+        return corners.min(axis=0), corners.max(axis=0)
+
+    def object_corners(self, name: str) -> np.ndarray:
+        """World-frame corners (8 per geom) of the boxes around object ``name``'s collision geoms, now."""
         geoms = self._object_geoms(name)
         data = self.mj_data
         aabb = self.mj_model.geom_aabb[geoms]  # (G, 6): centre and half sizes in each geom's frame
         corners = aabb[:, None, :3] + _UNIT_CORNERS[None] * aabb[:, None, 3:]
         rotations = data.geom_xmat[geoms].reshape(-1, 3, 3)
         world = data.geom_xpos[geoms][:, None, :] + np.einsum("gij,gkj->gki", rotations, corners)
-        return world.reshape(-1, 3).min(axis=0), world.reshape(-1, 3).max(axis=0)
+        return world.reshape(-1, 3)
 
     def _object_geoms(self, name: str) -> np.ndarray:
         """Indexes of the colliding geoms in the body subtree of object ``name`` (the model is static: cached)."""
