@@ -138,7 +138,8 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     """Record ``config.episodes`` expert episodes into ``config.out`` (atomically)."""
     from demos.experts.scripted import expert_variant
     from demos.hdf5_io import HDF5EpisodeWriter
-    from sim.envs.robosuite_env import SimConfig, env_args_for
+    from sim.envs.backends import task_env_args, task_file_attrs
+    from sim.envs.robosuite_env import SimConfig
     from sim.envs.tasks import get_task
 
     config = replace(config, task=get_task(config.task).name)  # any case in; fail fast before processes start
@@ -149,11 +150,12 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     if config.lookahead < 0:
         raise R2AInputError(f"--lookahead must be ≥ 0 steps (got {config.lookahead})")
     sim_config = SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras)
-    env_args = env_args_for(sim_config)
+    env_args = task_env_args(sim_config)
+    problem_info, extra_attrs = task_file_attrs(sim_config)
     jobs = [(i, config.seed + i) for i in range(config.episodes)]
     successes = frames = 0
     start = time.perf_counter()
-    with HDF5EpisodeWriter(config.out, env_args) as writer, _pool(config) as pool, \
+    with HDF5EpisodeWriter(config.out, env_args, problem_info, extra_attrs=extra_attrs) as writer, _pool(config) as pool, \
             tqdm(total=len(jobs), desc=f"collect {config.task}", unit="ep", disable=not progress) as bar:
         for index, episode in pool.imap_unordered(_record, jobs):
             writer.add(episode, index)

@@ -56,7 +56,8 @@ class HDF5EpisodeWriter:
     """
 
     def __init__(self, path: str | Path, env_args: dict[str, Any], problem_info: dict[str, Any] | None = None,
-                 valid_every: int = 10, compression: str | None = "lzf") -> None:
+                 valid_every: int = 10, compression: str | None = "lzf",
+                 extra_attrs: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # a unique name created by h5py itself, so the file gets the user's umask (mkstemp's is 0600)
@@ -65,6 +66,7 @@ class HDF5EpisodeWriter:
         self._data = self._file.create_group("data")
         self._data.attrs.update({"env_args": json.dumps(env_args), "r2a_format": FORMAT,
                                  "r2a_format_version": FORMAT_VERSION, "image_convention": "opencv"})
+        self._data.attrs.update(extra_attrs or {})  # e.g. LIBERO's bddl_file_name / bddl_file_content
         self._problem_info = dict(problem_info or {})
         self._names: list[str] = []
         self._valid_every, self._compression = valid_every, compression
@@ -89,6 +91,7 @@ class HDF5EpisodeWriter:
         mask.create_dataset("valid", data=np.array(valid, dtype="S"))
         self._data.attrs["problem_info"] = json.dumps(self._problem_info)
         self._data.attrs["total"] = int(sum(self._data[n].attrs["num_samples"] for n in names))
+        self._data.attrs["num_demos"] = len(names)
         self._file.close()
         return commit_file(self._tmp, self.path)
 

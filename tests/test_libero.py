@@ -150,3 +150,23 @@ def test_cameras_render_upright_distinct_images():
         assert np.array_equal(sim.refresh_observation()["images/agentview"], raw[::-1])
     finally:
         sim.close()
+
+
+@needs_libero
+def test_collect_writes_libero_s_file_layout_and_reads_back(tmp_path):
+    import h5py
+
+    from demos.collect import CollectConfig, collect
+    from demos.dataset import load_episodes
+
+    out = tmp_path / "object0.hdf5"
+    result = collect(CollectConfig(task="libero_object/0", episodes=1, out=out, cameras=()), progress=False)
+    assert result.successes == 1
+    with h5py.File(out) as f:
+        attrs = f["data"].attrs
+        assert attrs["env_name"] == "libero_floor_manipulation" and attrs["num_demos"] == 1
+        assert attrs["bddl_file_name"].endswith("pick_up_the_alphabet_soup_and_place_it_in_the_basket.bddl")
+        assert "(:goal" in attrs["bddl_file_content"]
+    (episode,) = load_episodes(out)
+    assert episode.task == "libero_object/0" and episode.success
+    assert episode.instruction == "pick up the alphabet soup and place it in the basket"

@@ -329,3 +329,24 @@ def libero_env_args(config: SimConfig, spec: LiberoTaskSpec, bddl_file: Path | N
                             "bddl_file": str(bddl_file) if bddl_file else None, "settle_steps": SETTLE_STEPS,
                             "benchmark_seed_start": BENCHMARK_SEED_START}})
     return args
+
+
+def libero_bddl_file(spec: LiberoTaskSpec) -> Path:
+    """The installed BDDL file of a LIBERO task (imports LIBERO: the extra must be installed)."""
+    import_libero()
+    from libero.libero import get_libero_path
+
+    return Path(get_libero_path("bddl_files")) / spec.suite / f"{spec.bddl_name}.bddl"
+
+
+def libero_file_attrs(spec: LiberoTaskSpec) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``problem_info`` and the extra ``data`` attributes LIBERO's own demonstration files carry."""
+    from libero.libero.envs.bddl_utils import get_problem_info
+
+    bddl = libero_bddl_file(spec)
+    info = get_problem_info(str(bddl))
+    problem_info = {"problem_name": info["problem_name"], "domain_name": info["domain_name"],
+                    "language_instruction": info["language_instruction"]}
+    attrs = {"env_name": info["problem_name"], "bddl_file_name": f"{spec.suite}/{bddl.name}",
+             "bddl_file_content": bddl.read_text(), "macros_image_convention": "opencv", "tag": spec.name}
+    return problem_info, attrs
