@@ -27,9 +27,10 @@ def test_openpi_libero_yaml_maps_to_openpi_keys():
     assert sorted(out) == ["observation/image", "observation/state", "observation/wrist_image", "prompt"]
     assert out["observation/image"].shape == (224, 224, 3) and out["observation/image"].dtype == np.uint8
     state = out["observation/state"]
-    assert state.dtype == np.float32 and state.shape == (8,)
+    assert state.dtype == np.float64 and state.shape == (8,)  # LIBERO's float64, as openpi's example sends it
+    # without LIBERO's own keys (tests/test_adapters_openpi_libero.py has them) they are derived from ours:
     np.testing.assert_allclose(state[:3], [0.1, -0.2, 0.9], atol=1e-6)
-    np.testing.assert_allclose(state[3:6], [0.0, 0.0, 0.5], atol=1e-6)  # axis-angle of ee_quat
+    np.testing.assert_allclose(state[3:6], [0.0, 0.0, 0.5 + np.pi / 2], atol=1e-6)  # the hand: the site + 90° yaw
     np.testing.assert_allclose(state[6:], [0.02, -0.02], atol=1e-6)  # fingers for a half-open gripper
     assert out["prompt"] == "lift it"
 

@@ -12,11 +12,13 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from r2a.adapters import openpi_ws
+from r2a.adapters import openpi_policy
 from r2a.adapters.guard import GuardedPolicy
 from r2a.adapters.keymap import ADAPTER_DIR, load_keymap
-from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy, PolicyServer, PolicyServerError
+from r2a.adapters.openpi_policy import OpenPIWebsocketPolicy, PolicyServerError
 from r2a.policies import make_policy
+from r2a.serve import policy_server
+from r2a.serve.policy_server import PolicyServer
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
 
@@ -98,15 +100,15 @@ class _FakeClock:
 def fake_clock(monkeypatch) -> tuple[_FakeClock, list[float]]:
     """The client on a fake clock (retry interval 0.5 s), and the open_timeout of each of its connection attempts."""
     clock, attempts = _FakeClock(), []
-    real_connect = openpi_ws.connect
+    real_connect = openpi_policy.connect
 
     def counting_connect(*args, **kwargs):
         attempts.append(kwargs["open_timeout"])
         return real_connect(*args, **kwargs)
 
-    monkeypatch.setattr(openpi_ws, "time", clock)
-    monkeypatch.setattr(openpi_ws, "connect", counting_connect)
-    monkeypatch.setattr(openpi_ws, "RETRY_INTERVAL", 0.5)
+    monkeypatch.setattr(openpi_policy, "time", clock)
+    monkeypatch.setattr(openpi_policy, "connect", counting_connect)
+    monkeypatch.setattr(openpi_policy, "RETRY_INTERVAL", 0.5)
     return clock, attempts
 
 
@@ -255,11 +257,11 @@ def test_loopback_by_default_and_a_warning_elsewhere(monkeypatch, caplog):
 
     assert build_parser("r2a policy").parse_args(["serve"]).host == "127.0.0.1"
     assert PolicyServer(EchoPolicy()).host == "127.0.0.1"
-    assert all(map(openpi_ws.is_loopback, ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"]))
-    assert not any(map(openpi_ws.is_loopback, ["0.0.0.0", "", "::", "192.0.2.7", "example.com"]))
+    assert all(map(policy_server.is_loopback, ["127.0.0.1", "127.0.0.2", "localhost", "::1", "[::1]"]))
+    assert not any(map(policy_server.is_loopback, ["0.0.0.0", "", "::", "192.0.2.7", "example.com"]))
     bound = SimpleNamespace(socket=SimpleNamespace(getsockname=lambda: ("0.0.0.0", 8000)))
-    monkeypatch.setattr(openpi_ws, "serve", lambda *args, **kwargs: bound)  # nothing is bound for real
-    with caplog.at_level("WARNING", logger="r2a.adapters.openpi_ws"):
+    monkeypatch.setattr(policy_server, "serve", lambda *args, **kwargs: bound)  # nothing is bound for real
+    with caplog.at_level("WARNING", logger="r2a.serve.policy_server"):
         PolicyServer(EchoPolicy(), host="0.0.0.0")._listen()
         PolicyServer(EchoPolicy(), host="127.0.0.1")._listen()
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -285,7 +287,7 @@ def test_the_cli_takes_the_key_from_the_flag_or_the_environment(monkeypatch):
     seen = []
     monkeypatch.setattr(PolicyServer, "serve_forever", lambda self: seen.append((self.api_key, self.limits, self.host)))
     parse = cli.build_parser("r2a policy").parse_args
-    monkeypatch.setenv(openpi_ws.API_KEY_ENV, "from-env")
+    monkeypatch.setenv(policy_server.API_KEY_ENV, "from-env")
     cli.run(parse(["serve", "--policy", "callable:tests.test_adapters_openpi:hold_still"]))
     cli.run(parse(["serve", "--policy", "callable:tests.test_adapters_openpi:hold_still", "--api-key", "flag",
                    "--max-message-mb", "0.5"]))
@@ -305,13 +307,13 @@ def test_an_oversized_message_is_refused_unread_and_the_server_keeps_answering(c
     from websockets.sync.client import connect
 
     policy = EchoPolicy()
-    limits = openpi_ws.ServerLimits(max_message_bytes=64 << 10)
+    limits = policy_server.ServerLimits(max_message_bytes=64 << 10)
     with PolicyServer(policy, host="127.0.0.1", port=0, limits=limits) as srv, \
-            caplog.at_level("WARNING", logger="r2a.adapters.openpi_ws"):
+            caplog.at_level("WARNING", logger="r2a.serve.policy_server"):
         with connect(f"ws://127.0.0.1:{srv.port}", max_size=None) as ws:
             ws.recv()  # metadata
             with pytest.raises(ConnectionClosed) as closed:
-                ws.send(openpi_ws.packb({"images/agentview": np.zeros((256, 256, 3), np.uint8)}))  # 192 KiB
+                ws.send(policy_server.packb({"images/agentview": np.zeros((256, 256, 3), np.uint8)}))  # 192 KiB
                 ws.recv(timeout=30)
         assert closed.value.rcvd.code == 1009 and policy.seen == []
         with _connected(srv.port) as client:
@@ -330,7 +332,7 @@ def test_an_oversized_message_is_refused_unread_and_the_server_keeps_answering(c
 ])
 def test_bad_observations_are_refused_with_one_line_and_the_connection_goes_on(server, caplog, field, value,
                                                                                   message):
-    with _connected(server.port) as client, caplog.at_level("INFO", logger="r2a.adapters.openpi_ws"):
+    with _connected(server.port) as client, caplog.at_level("INFO", logger="r2a.serve.policy_server"):
         caplog.clear()
         with pytest.raises(PolicyServerError, match=f"refused the request: bad request: .*{message}"):
             client.infer({**_obs(), field: value})

@@ -11,7 +11,7 @@ import pytest
 from eval.bench_config import BenchConfig
 from eval.preflight import build_policies
 from eval.runner import run_benchmark
-from r2a.adapters import openpi_ws
+from r2a.adapters import openpi_policy
 from r2a_core.errors import R2AInputError
 from r2a_core.provenance import sha256_dir
 
@@ -52,7 +52,7 @@ class _InstantClock:
 def test_a_server_policy_with_nothing_listening_exits_2(tmp_path, capsys, monkeypatch):
     import socket
 
-    monkeypatch.setattr(openpi_ws, "time", _InstantClock())
+    monkeypatch.setattr(openpi_policy, "time", _InstantClock())
     with socket.socket() as sock:  # bound, not listening: every connection attempt is refused
         sock.bind(("127.0.0.1", 0))
         url = f"ws://127.0.0.1:{sock.getsockname()[1]}"

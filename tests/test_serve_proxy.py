@@ -14,12 +14,14 @@ from graph_builder.build import build_graph_from_episodes
 from graph_builder.storage import save_graph
 from graph_builder.synthetic import synthetic_episodes
 from r2a.adapters.keymap import ADAPTER_DIR, ActionMap, KeyMap, load_keymap
-from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy, PolicyServer, PolicyServerError
+from r2a.adapters.libero_convention import hand_quat_from_site, quat2axisangle
+from r2a.adapters.openpi_policy import OpenPIWebsocketPolicy, PolicyServerError
 from r2a.serve import cli as serve_cli
+from r2a.serve.policy_server import PolicyServer
 from r2a.serve.proxy import R2AProxyPolicy, build_proxy
 from r2a.wrapper.build import build_r2a, load_r2a_config
 from r2a_core.errors import R2AInputError
-from r2a_core.rotations import quat_to_axis_angle
+from r2a_core.rotations import wxyz_to_xyzw
 from r2a_core.types import OSC_POSE_DELTA, PANDA_GRIPPER_MAX_OPENING
 from tests.test_adapters_openpi import _reserved_port, takes_over_reserved_port
 
@@ -70,7 +72,8 @@ def _libero_obs(episodes, index: int = 3, t: int = 20) -> dict:
     """openpi's LIBERO client observation for a synthetic demo frame (near the graph, so R2A blends)."""
     ep = episodes[index]
     half = float(ep.gripper[t]) * PANDA_GRIPPER_MAX_OPENING / 2
-    state = np.concatenate([ep.ee_pos[t], quat_to_axis_angle(ep.ee_quat[t]), [half, -half]]).astype(np.float32)
+    hand = wxyz_to_xyzw(hand_quat_from_site(ep.ee_quat[t]))  # robot0_eef_quat: the hand body, xyzw
+    state = np.concatenate([ep.ee_pos[t], quat2axisangle(hand), [half, -half]])
     image = np.arange(32 * 32 * 3, dtype=np.uint8).reshape(32, 32, 3)
     return {"observation/image": image, "observation/wrist_image": image[::-1].copy(), "observation/state": state,
             "prompt": ep.instruction}
@@ -250,7 +253,7 @@ def test_unmap_obs_recovers_the_proprio_from_the_libero_state_and_ignores_images
     np.testing.assert_allclose(back["state/ee_pos"], ours["state/ee_pos"], atol=1e-6)
     np.testing.assert_allclose(back["state/ee_quat"], quat, atol=1e-6)
     np.testing.assert_allclose(back["state/gripper"], 0.6, atol=1e-6)
-    assert LIBERO.source_of("state/ee_quat") == "model key 'observation/state'[3:6] (state/ee_axis_angle)"
+    assert LIBERO.source_of("state/ee_quat") == "model key 'observation/state'[3:6] (state/libero/eef_axis_angle)"
     assert LIBERO.source_of("state/step") is None
     with pytest.raises(R2AInputError, match=r"'observation/state' has 9 numbers, expected 8"):
         LIBERO.unmap_obs({"observation/state": np.zeros(9)})

@@ -251,7 +251,7 @@ def _observation(size: int) -> dict:
 
 def test_builtin_policy_served_over_the_openpi_protocol(tiny_checkpoint):
     """A real local websocket server serves the built-in VLA; our client and openpi's get its chunks."""
-    from r2a.adapters.openpi_ws import PolicyServer
+    from r2a.serve.policy_server import PolicyServer
     from r2a.policies import make_policy
     from r2a.vla.policy import BuiltinVLAPolicy
 

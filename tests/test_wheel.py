@@ -146,7 +146,7 @@ def test_bench_graph_and_serve_run_from_outside_the_checkout(installed):
 
 
 def _serve_answers_one_query(installed: dict) -> None:
-    from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy
+    from r2a.adapters.openpi_policy import OpenPIWebsocketPolicy
 
     server = subprocess.Popen(["r2a", "serve", "--policy", "r2a", "--port", "0"], cwd=installed["cwd"],
                               env=installed["env"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

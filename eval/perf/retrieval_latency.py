@@ -239,7 +239,8 @@ def measure_proxy_latency(nodes: int = 10_000, queries: int = 300, warmup: int =
     from graph_builder.build import build_graph_from_episodes
     from graph_builder.storage import save_graph
     from graph_builder.synthetic import synthetic_episodes
-    from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy, PolicyServer
+    from r2a.adapters.openpi_policy import OpenPIWebsocketPolicy
+    from r2a.serve.policy_server import PolicyServer
     from r2a.serve.proxy import build_proxy
     from r2a.wrapper.build import load_r2a_config
     from r2a.wrapper.config import resolve_path

@@ -1,7 +1,7 @@
 """Adapters: run policies that live outside this repository behind our Policy contract.
 
-* :mod:`~r2a.adapters.openpi_ws` — a client of openpi's websocket policy server, and a server that exposes
-  any of our policies with the same protocol (so openpi's client and ours can talk to it);
+* :mod:`~r2a.adapters.openpi_policy` — a client of openpi's websocket policy server (the server that exposes any
+  of our policies with the same protocol is :mod:`r2a.serve.policy_server`);
 * :mod:`~r2a.adapters.lerobot_policy` — a LeRobot ``PreTrainedPolicy`` loaded from a local checkpoint
   (optional extra ``r2a[lerobot]``);
 * :mod:`~r2a.adapters.callable_policy` — any Python function ``obs -> actions``;

@@ -8,9 +8,16 @@ writing a YAML file, not code. It does four things, in this order:
 * ``copy``: model key ← one of our keys, unchanged (e.g. ``prompt``);
 * ``keep_unmapped``: also pass on every observation key not used above, under its own name.
 
-Besides the observation keys, two derived state keys exist for models trained on LIBERO-style states:
+Besides the observation keys, derived state keys exist for models trained on LIBERO-style states:
 ``state/ee_axis_angle`` (3, from ``state/ee_quat``) and ``state/gripper_fingers`` (2, Panda finger joint
-positions reconstructed from the normalized opening ``state/gripper``).
+positions reconstructed from the normalized opening ``state/gripper``); and openpi's LIBERO convention
+(:mod:`r2a.adapters.libero_convention`): ``state/libero/eef_axis_angle`` (3, robosuite's axis-angle of
+``state/libero/eef_quat``), and ``state/libero/eef_pos``, ``state/libero/eef_quat``, ``state/libero/gripper_qpos``,
+which the LIBERO backend carries and which are derived from our keys for observations without them. A derived
+key may come from another one. ``state_dtype`` (float32 by default) is the dtype of every ``state`` vector.
+
+Images: ``resize: area`` or ``nearest`` (numpy), or ``bilinear_pad`` — openpi's ``resize_with_pad`` (PIL
+bilinear, aspect kept, zero padding).
 
 Actions: when ``actions.model_dim`` is set the model's chunk must have that many columns (anything else is a
 configuration error); it is then sliced or zero-padded to our action dimension, the gripper sign optionally
@@ -20,7 +27,8 @@ The proxy (``r2a serve --upstream``) also needs the other direction, for the key
 :meth:`KeyMap.unmap_obs` turns a model observation back into our keys — ``copy`` reversed, each ``state`` vector
 split into its sources by their known widths (:data:`STATE_WIDTHS`; one source of unknown width, e.g.
 ``state/joint_pos``, takes the rest; derived keys are inverted: ``state/ee_axis_angle`` → ``state/ee_quat``,
-``state/gripper_fingers`` → ``state/gripper``), and with ``keep_unmapped`` every other key under its own name.
+``state/gripper_fingers`` → ``state/gripper``, LIBERO's keys → ours, the hand turned back into the grip site),
+and with ``keep_unmapped`` every other key under its own name.
 Images are never recovered. :meth:`KeyMap.unmap_actions` is the inverse of :meth:`KeyMap.map_actions`.
 """
 
@@ -33,10 +41,13 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
+from r2a.adapters.libero_convention import (LIBERO_EEF_AXIS_ANGLE, LIBERO_EEF_POS, LIBERO_EEF_QUAT, LIBERO_GRIPPER_QPOS,
+                                            hand_quat_from_site, quat2axisangle, resize_with_pad,
+                                            site_quat_from_hand)
 from r2a_core.config import shipped_config, shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
-from r2a_core.rotations import axis_angle_to_quat, quat_to_axis_angle
+from r2a_core.rotations import axis_angle_to_quat, quat_to_axis_angle, wxyz_to_xyzw
 from r2a_core.types import (PANDA_GRIPPER_MAX_OPENING, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP,
                             ActionSpace, gripper_opening)
 from r2a_core.yaml_io import read_yaml_mapping
@@ -44,22 +55,30 @@ from r2a_core.yaml_io import read_yaml_mapping
 #: format of configs/adapters/*.yaml this reader understands
 FORMAT_VERSION = 1
 ADAPTER_DIR = shipped_path("configs/adapters")
-RESIZE_METHODS = ("area", "nearest")
+RESIZE_METHODS = ("area", "nearest", "bilinear_pad")
+STATE_DTYPES = ("float32", "float64")
 FLIPS = ("none", "horizontal", "vertical", "rot180")
+#: reads an observation key, derived ones included
+Getter = Callable[[str], Any]
 #: top-level YAML keys; the ones after the key map configure the transport (see AdapterConfig)
-TOP_LEVEL_KEYS = ("format_version", "description", "images", "state", "copy", "keep_unmapped", "actions",
-                  "url", "api_key_env", "timeout", "checkpoint", "device")
+TOP_LEVEL_KEYS = ("format_version", "description", "images", "state", "state_dtype", "copy", "keep_unmapped",
+                  "actions", "url", "api_key_env", "timeout", "checkpoint", "device")
 
 
-def _fingers(obs: Mapping[str, Any]) -> np.ndarray:
-    half = float(np.asarray(obs[STATE_GRIPPER]).reshape(-1)[0]) * PANDA_GRIPPER_MAX_OPENING / 2.0
+def _fingers(get: Getter) -> np.ndarray:
+    half = float(np.asarray(get(STATE_GRIPPER)).reshape(-1)[0]) * PANDA_GRIPPER_MAX_OPENING / 2.0
     return np.array([half, -half], dtype=np.float32)
 
 
-#: derived key → (observation key it is computed from, function of the observation)
-DERIVED: dict[str, tuple[str, Callable[[Mapping[str, Any]], np.ndarray]]] = {
-    "state/ee_axis_angle": (STATE_EE_QUAT, lambda obs: quat_to_axis_angle(np.asarray(obs[STATE_EE_QUAT]))),
+#: derived key → (the key it is computed from, function of a getter that resolves keys, derived ones too)
+DERIVED: dict[str, tuple[str, Callable[[Getter], np.ndarray]]] = {
+    "state/ee_axis_angle": (STATE_EE_QUAT, lambda get: quat_to_axis_angle(np.asarray(get(STATE_EE_QUAT)))),
     "state/gripper_fingers": (STATE_GRIPPER, _fingers),
+    LIBERO_EEF_AXIS_ANGLE: (LIBERO_EEF_QUAT, lambda get: quat2axisangle(wxyz_to_xyzw(np.asarray(get(LIBERO_EEF_QUAT),
+                                                                                                np.float64)))),
+    LIBERO_EEF_POS: (STATE_EE_POS, lambda get: np.asarray(get(STATE_EE_POS), np.float64).reshape(3)),
+    LIBERO_EEF_QUAT: (STATE_EE_QUAT, lambda get: hand_quat_from_site(np.asarray(get(STATE_EE_QUAT)))),
+    LIBERO_GRIPPER_QPOS: (STATE_GRIPPER, lambda get: _fingers(get).astype(np.float64)),
 }
 
 
@@ -67,10 +86,15 @@ DERIVED: dict[str, tuple[str, Callable[[Mapping[str, Any]], np.ndarray]]] = {
 INVERSE_DERIVED: dict[str, tuple[str, Callable[[np.ndarray], np.ndarray]]] = {
     "state/ee_axis_angle": (STATE_EE_QUAT, lambda v: axis_angle_to_quat(v.reshape(3))),
     "state/gripper_fingers": (STATE_GRIPPER, lambda f: np.asarray(gripper_opening(f.reshape(2)))),
+    LIBERO_EEF_AXIS_ANGLE: (STATE_EE_QUAT, lambda v: site_quat_from_hand(axis_angle_to_quat(v.reshape(3)))),
+    LIBERO_EEF_POS: (STATE_EE_POS, lambda v: v.reshape(3)),
+    LIBERO_EEF_QUAT: (STATE_EE_QUAT, lambda q: site_quat_from_hand(q.reshape(4))),
+    LIBERO_GRIPPER_QPOS: (STATE_GRIPPER, lambda f: np.asarray(gripper_opening(f.reshape(2)))),
 }
 #: how many numbers each state key contributes to a concatenated model state (splitting it needs them)
 STATE_WIDTHS: dict[str, int] = {STATE_EE_POS: 3, STATE_EE_QUAT: 4, STATE_GRIPPER: 1, STATE_STEP: 1,
-                                "state/ee_axis_angle": 3, "state/gripper_fingers": 2}
+                                "state/ee_axis_angle": 3, "state/gripper_fingers": 2, LIBERO_EEF_POS: 3,
+                                LIBERO_EEF_QUAT: 4, LIBERO_EEF_AXIS_ANGLE: 3, LIBERO_GRIPPER_QPOS: 2}
 
 
 @dataclass(frozen=True)
@@ -102,6 +126,8 @@ class KeyMap:
     copy: Mapping[str, str] = field(default_factory=dict)
     keep_unmapped: bool = False
     actions: ActionMap = ActionMap()
+    #: dtype of every ``state`` vector (openpi's LIBERO client sends LIBERO's float64)
+    state_dtype: str = "float32"
     #: where the map came from, for error messages
     source: str = "key map"
 
@@ -116,7 +142,7 @@ class KeyMap:
         for key, spec in self.images.items():
             out[key] = transform_image(self._get(obs, spec.source, key), spec, f"{self.source}: images.{key}")
         for key, sources in self.state.items():
-            parts = [np.asarray(self._get(obs, s, key), dtype=np.float32).reshape(-1) for s in sources]
+            parts = [np.asarray(self._get(obs, s, key), dtype=self.state_dtype).reshape(-1) for s in sources]
             out[key] = np.concatenate(parts)
         for key, src in self.copy.items():
             out[key] = self._get(obs, src, key)
@@ -127,13 +153,20 @@ class KeyMap:
         return out
 
     def _get(self, obs: Mapping[str, Any], key: str, target: str) -> Any:
-        if key in obs:
-            return obs[key]
-        if key in DERIVED and DERIVED[key][0] in obs:
-            return DERIVED[key][1](obs)
-        needed = f"'{key}' (derived from '{DERIVED[key][0]}')" if key in DERIVED else f"'{key}'"
-        raise R2AInputError(f"{self.source}: observation has no key {needed}, needed for model key '{target}'; "
-                            f"keys present: {', '.join(sorted(obs)) or 'none'}")
+        """``obs[key]``, or the derived key computed from what ``obs`` has (a derived key may need another)."""
+        chain: list[str] = []
+
+        def get(name: str) -> Any:
+            if name in obs:
+                return obs[name]
+            if name in DERIVED and name not in chain:
+                chain.append(name)
+                return DERIVED[name][1](get)
+            needed = f"'{key}'" + "".join(f" (derived from '{DERIVED[k][0]}')" for k in chain)
+            raise R2AInputError(f"{self.source}: observation has no key {needed}, needed for model key '{target}'; "
+                                f"keys present: {', '.join(sorted(obs)) or 'none'}")
+
+        return get(key)
 
     # ------------------------------------------------------------------------------- model keys → our keys
     def source_of(self, key: str) -> str | None:
@@ -289,7 +322,10 @@ def transform_image(image: Any, spec: ImageMap, where: str) -> np.ndarray:
         raise R2AInputError(f"{where}: image '{spec.source}' has shape {img.shape}, expected (H, W, 3)")
     img = {"none": img, "horizontal": img[:, ::-1], "vertical": img[::-1], "rot180": img[::-1, ::-1]}[spec.flip]
     if spec.size is not None and tuple(img.shape[:2]) != tuple(spec.size):
-        img = resize_image(img, spec.size, spec.resize)
+        if spec.resize == "bilinear_pad":
+            img = resize_with_pad(np.ascontiguousarray(img), *spec.size)
+        else:
+            img = resize_image(img, spec.size, spec.resize)
     return np.ascontiguousarray(img)
 
 
@@ -350,7 +386,10 @@ def _parse_keymap(doc: dict[str, Any], where: str) -> KeyMap:
     keep = doc.get("keep_unmapped", False)
     if not isinstance(keep, bool):
         raise R2AInputError(f"{where}: keep_unmapped must be true or false, got {keep!r}")
-    return KeyMap(images=images, state=state, copy=copy, keep_unmapped=keep,
+    dtype = doc.get("state_dtype", "float32")
+    if dtype not in STATE_DTYPES:
+        raise R2AInputError(f"{where}: state_dtype {dtype!r} unknown; valid: {', '.join(STATE_DTYPES)}")
+    return KeyMap(images=images, state=state, copy=copy, keep_unmapped=keep, state_dtype=dtype,
                   actions=_parse_actions(_section(doc, "actions", where), f"{where}: actions"), source=where)
 
 

@@ -2,8 +2,9 @@
 
 lerobot is an optional extra (``pip install 'r2a[lerobot]'``) imported only here and only when a policy is
 built: its releases pin older torch and Python versions than this project (docs/architecture.md, "Platform
-notes"), so it usually lives in its own environment — serve the policy there with :class:`~r2a.adapters.openpi_ws.PolicyServer` and
-connect with ``--policy openpi:…``. Only local directories are loaded; nothing is ever downloaded.
+notes"), so it usually lives in its own environment — serve the policy there with
+:class:`~r2a.serve.policy_server.PolicyServer` and connect with ``--policy openpi:…``. Only local directories
+are loaded; nothing is ever downloaded.
 
 The observation mapping is two pure steps, testable without lerobot: a :class:`KeyMap` renames our keys to
 lerobot's (``observation.images.<cam>``, ``observation.state``, ``task``; :func:`default_lerobot_keymap`
@@ -29,7 +30,7 @@ log = logging.getLogger(__name__)
 
 INSTALL_HINT = ("lerobot is not installed: pip install 'r2a[lerobot]' (it pins older torch/Python than r2a, "
                 "see docs/architecture.md, 'Platform notes'; or run it in its own environment behind "
-                "r2a.adapters.openpi_ws.PolicyServer and use --policy openpi:ws://HOST:PORT)")
+                "r2a.serve.policy_server.PolicyServer and use --policy openpi:ws://HOST:PORT)")
 #: lerobot camera names → ours, for the default key map (LIBERO datasets call them image / image2)
 CAMERA_ALIASES = {"agentview": "agentview", "image": "agentview", "front": "agentview", "top": "agentview",
                   "wrist": "wrist", "wrist_image": "wrist", "image2": "wrist", "eye_in_hand": "wrist"}

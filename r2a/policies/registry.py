@@ -136,7 +136,7 @@ def _openpi(ctx: PolicyContext) -> Policy:
 
     from r2a.adapters.guard import GuardedPolicy
     from r2a.adapters.keymap import ADAPTER_DIR, adapter_yaml, load_adapter_config
-    from r2a.adapters.openpi_ws import OpenPIWebsocketPolicy
+    from r2a.adapters.openpi_policy import OpenPIWebsocketPolicy
 
     arg = _adapter_arg(ctx, "openpi", "'openpi:ws://HOST:PORT' or 'openpi:path/to/adapter.yaml' (with url:)")
     space = _action_space(ctx)

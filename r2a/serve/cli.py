@@ -74,8 +74,8 @@ def serve(args: argparse.Namespace) -> int:
 
 
 def build_server(args: argparse.Namespace) -> Any:
-    """The :class:`~r2a.adapters.openpi_ws.PolicyServer` of ``r2a serve`` / ``r2a policy serve`` (not started)."""
-    from r2a.adapters.openpi_ws import API_KEY_ENV, PolicyServer, ServerLimits
+    """The :class:`~r2a.serve.policy_server.PolicyServer` of ``r2a serve`` / ``r2a policy serve`` (not started)."""
+    from r2a.serve.policy_server import API_KEY_ENV, PolicyServer, ServerLimits
     from r2a_core.errors import R2AInputError
 
     if not args.max_message_mb > 0:

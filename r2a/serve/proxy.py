@@ -2,7 +2,7 @@
 
 Composition, nothing new inside: :class:`R2AProxyPolicy` (this file) → the R2A wrapper
 (:class:`~r2a.wrapper.policy.R2APolicy`) → its base, an :class:`~r2a.serve.upstream.UpstreamPolicy` connected to
-the VLA server; a :class:`~r2a.adapters.openpi_ws.PolicyServer` serves the whole. The client speaks the VLA's own
+the VLA server; a :class:`~r2a.serve.policy_server.PolicyServer` serves the whole. The client speaks the VLA's own
 format (the adapter YAML, e.g. ``configs/adapters/openpi_libero.yaml``, describes it). Per request:
 
 1. the client's observation is mapped *backwards* through the adapter (:meth:`~r2a.adapters.keymap.KeyMap.
@@ -33,7 +33,8 @@ from typing import Any
 import numpy as np
 
 from r2a.adapters.keymap import KeyMap
-from r2a.adapters.openpi_ws import RESET_METADATA, BadRequest
+from r2a.adapters.openpi_policy import RESET_METADATA
+from r2a.serve.policy_server import BadRequest
 from r2a.serve.upstream import CLIENT_OBS, UPSTREAM_ACTIONS, UpstreamPolicy
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP

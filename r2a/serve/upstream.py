@@ -1,12 +1,12 @@
 """The proxy's base policy: forwards the robot client's own observation to the upstream VLA server, unchanged.
 
-:class:`UpstreamPolicy` is :class:`~r2a.adapters.openpi_ws.OpenPIWebsocketPolicy` with three differences:
+:class:`UpstreamPolicy` is :class:`~r2a.adapters.openpi_policy.OpenPIWebsocketPolicy` with three differences:
 
 * the request is the client's raw observation, which :class:`~r2a.serve.proxy.R2AProxyPolicy` passes under
   :data:`CLIENT_OBS` inside the observation the R2A wrapper hands its base (without that key it maps our
   observation through the key map, like its parent);
 * the reply is checked: a map with ``"actions"``, an ``(H, model_dim)`` numeric chunk, every value finite —
-  anything else raises :class:`~r2a.adapters.openpi_ws.UpstreamError` naming what is wrong, as does an upstream
+  anything else raises :class:`~r2a.serve.policy_server.UpstreamError` naming what is wrong, as does an upstream
   that is down, fails or times out. The proxy's server answers that with an ``upstream error: …`` text frame
   and keeps the client's connection; the mapped chunk is clipped to the action bounds (as the guard does);
 * after the first connection, a lost upstream is retried every 0.5 s for ``reconnect_timeout`` seconds on the
@@ -27,8 +27,8 @@ from websockets.exceptions import ConnectionClosed
 
 from r2a.adapters.keymap import KeyMap
 from r2a.adapters.msgpack_numpy import packb
-from r2a.adapters.openpi_ws import RESET_METADATA, RESET_REQUEST, OpenPIWebsocketPolicy, PolicyServerError, \
-    UpstreamError
+from r2a.adapters.openpi_policy import RESET_METADATA, RESET_REQUEST, OpenPIWebsocketPolicy, PolicyServerError
+from r2a.serve.policy_server import UpstreamError
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA, ActionSpace
 
