@@ -72,11 +72,19 @@ class JobResult:
 
 
 def _sim(task: str, image_size: int):
-    from sim.envs.robosuite_env import SimConfig, SimEnv
+    """The worker's simulator for a task (kept across jobs). A LIBERO scene holds ~2.5 GB, and robosuite's
+    cleanup of a freed render context corrupts the newest one's images: one LIBERO scene per worker, the previous
+    one closed before the next is built."""
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+    from sim.envs.tasks import get_task
 
     key = (task, image_size)
     if key not in _SIMS:
-        _SIMS[key] = SimEnv(SimConfig(task=task, image_size=image_size))
+        if get_task(task).backend == "libero":
+            for other in [k for k in _SIMS if get_task(k[0]).backend == "libero"]:
+                _SIMS.pop(other).close()
+        _SIMS[key] = make_sim(SimConfig(task=task, image_size=image_size))
     return _SIMS[key]
 
 

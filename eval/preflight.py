@@ -96,9 +96,10 @@ def _seeds_in(provenance: Any) -> set[int]:
 
 
 def _probe_sim(config: BenchConfig):
-    from sim.envs.robosuite_env import SimConfig, SimEnv
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
 
-    return SimEnv(SimConfig(task=config.tasks[0], cameras=(), image_size=config.image_size))
+    return make_sim(SimConfig(task=config.tasks[0], cameras=(), image_size=config.image_size))
 
 
 def _one_line(err: Exception) -> str:
