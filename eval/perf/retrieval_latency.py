@@ -3,9 +3,14 @@
 For each graph size (synthetic demonstrations, built in a fresh process so one size's memory does not colour the
 next) the R2A wrapper answers queries on one thread around a base that returns a precomputed chunk, so only the
 wrapper's own cost is timed: history, query encoding, FAISS seeds, the bounded subgraph, node features, the GNN,
-reference synthesis and the gate. The base policy's own query (the built-in VLA on 64-px images) is timed in the
-same process for comparison. Reported: p50/p99 per query and per control step (a query serves
-``executed_steps`` steps), per stage, and the ratio to the base's query.
+reference synthesis and the gate. Two implementations of the same wrapper answer the same queries, interleaved
+(alternating which goes first, so the machine's noise falls on both alike): ``training`` — the code the retriever
+is trained with (torch_geometric network, features from the graph arrays, the gate's torch module) — and
+``fast``, the default (:mod:`r2a.retrieval.gnn_fast`, the per-graph node table, the gate as arrays). Reported
+per path: p50/p99 per query and per control step (a query serves ``executed_steps`` steps), per stage (query
+encoding, seeds, subgraph, features, GNN, synthesis, gate, the rest: history, blend, diagnostics), and the
+ratio to the base policy's own query (the built-in VLA on 64-px images, timed in the same process); and, as the
+known-answer check, whether both paths chose the same nodes with the same weights on every query.
 
 The GNN's weights come from the shipped retriever checkpoint (its cost does not depend on what it learned); the
 graph-specific pieces (seeds, neighbourhoods, features) are built on each synthetic graph.
@@ -34,7 +39,10 @@ DEFAULT_NODES = (10_000, 100_000, 1_000_000)
 #: synthetic demos have ~0.2 nodes per frame (stride 5 plus gripper events)
 FRAMES_PER_NODE = 4.9
 TARGET_P99_MS = 2.0
-STAGES = ("history", "query", "seeds", "subgraph", "features", "gnn", "synthesis_gate")
+#: the timed stages of a query; ``rest`` is what the others leave (history, the base call, top-K, blend, diagnostics)
+STAGES = ("query", "seeds", "subgraph", "features", "gnn", "synthesis", "gate", "rest")
+#: the implementations timed side by side (``retrieval.inference``); the last is the default
+PATHS = ("training", "fast")
 
 
 def run_retrieval_benchmark(nodes: tuple[int, ...] | list[int] = DEFAULT_NODES, queries: int = 300,
@@ -69,7 +77,8 @@ def run_retrieval_benchmark(nodes: tuple[int, ...] | list[int] = DEFAULT_NODES, 
 
 def measure_wrapper_latency(nodes: int, queries: int = 300, warmup: int = 30, retriever: str | None = None,
                             seed: int = 0) -> dict[str, Any]:
-    """The wrapper's added cost per query on a synthetic graph of about ``nodes`` nodes (one thread)."""
+    """The wrapper's added cost per query on a synthetic graph of about ``nodes`` nodes (one thread), for each of
+    :data:`PATHS` on the same queries; the row's top-level numbers are the default (fast) path's."""
     import faiss
     import torch
 
@@ -82,41 +91,61 @@ def measure_wrapper_latency(nodes: int, queries: int = 300, warmup: int = 30, re
     episodes = synthetic_episodes(int(nodes * FRAMES_PER_NODE), seed=seed)
     graph = build_graph_from_episodes(episodes)
     build_s = time.perf_counter() - t0
-    policy, chunks = _wrapper_on(graph, retriever, episodes, seed)
+    policies, chunks = _wrappers_on(graph, retriever, episodes, seed)
     observations = _observations(episodes, seed, warmup + queries)
-    retr = policy.parts.retriever
-    totals, stages, candidates = [], {name: [] for name in STAGES}, []
+    times: dict[str, list[dict[str, float]]] = {name: [] for name in PATHS}
+    agree, weight_diff, candidates = 0, 0.0, []
     for i, (obs, chunk) in enumerate(zip(observations, chunks)):
-        policy.base.reply = {"actions": chunk}
-        retr.stage_times = {}
-        start = time.perf_counter()
-        t_hist = time.perf_counter()
-        policy.history.reset()  # each query stands alone: a fresh episode at the frame's step
-        policy._started = True
-        hist_s = time.perf_counter() - t_hist
-        out = policy.infer(obs)
-        total = time.perf_counter() - start
-        candidates.append(int(out["r2a"].get("candidates", 0)))
-        if out["r2a"].get("fallback"):
-            log.debug("query %d fell back: %s", i, out["r2a"]["fallback"])
+        order = PATHS if i % 2 == 0 else PATHS[::-1]
+        found = {name: _timed_query(policies[name], obs, chunk) for name in order}
         if i < warmup:
             continue
-        totals.append(total)
-        timed = dict(retr.stage_times)
-        timed["history"] = hist_s
-        timed["synthesis_gate"] = max(total - sum(timed.values()), 0.0)
-        for name in STAGES:
-            stages[name].append(timed.get(name, 0.0))
-    ms = 1e3 * np.asarray(totals)
-    steps = policy.parts.executed_steps
+        for name in PATHS:
+            times[name].append(found[name][0])
+        diag = {name: found[name][1] for name in PATHS}
+        a, b = diag["training"], diag["fast"]
+        agree += a.get("nodes") == b.get("nodes") and a.get("fallback") == b.get("fallback")
+        if a.get("weights") and len(a["weights"]) == len(b.get("weights") or []):
+            weight_diff = max(weight_diff, float(np.max(np.abs(np.subtract(a["weights"], b["weights"])))))
+        candidates.append(int(b.get("candidates", 0)))
+    steps = policies["fast"].parts.executed_steps
+    paths = {name: _latency(times[name], steps) for name in PATHS}
     return {"nodes": graph.num_nodes, "frames": int(sum(len(e) for e in episodes)), "build_s": round(build_s, 2),
-            "index": graph.manifest["index"]["type"], "queries": len(totals),
-            "query_ms_p50": float(np.median(ms)), "query_ms_p99": float(np.percentile(ms, 99)),
-            "query_ms_mean": float(ms.mean()), "per_step_ms_p50": float(np.median(ms)) / steps,
-            "per_step_ms_p99": float(np.percentile(ms, 99)) / steps, "executed_steps": steps,
-            "stages_ms_p50": {k: round(float(np.median(v)) * 1e3, 4) for k, v in stages.items()},
-            "stages_ms_p99": {k: round(float(np.percentile(v, 99)) * 1e3, 4) for k, v in stages.items()},
+            "index": graph.manifest["index"]["type"], "queries": len(times["fast"]), "executed_steps": steps,
+            **{k: v for k, v in paths["fast"].items() if not k.startswith("stages")}, "paths": paths,
+            "speedup_p50": paths["training"]["query_ms_p50"] / paths["fast"]["query_ms_p50"],
+            "paths_agree": agree / max(len(times["fast"]), 1), "max_weight_diff": weight_diff,
             "candidates_mean": float(np.mean(candidates)) if candidates else 0.0}
+
+
+def _timed_query(policy: Any, obs: dict[str, Any], chunk: np.ndarray) -> tuple[dict[str, float], dict[str, Any]]:
+    """One query of ``policy`` as a fresh episode at the frame's step: seconds per stage (and ``total``), and the
+    wrapper's diagnostics."""
+    policy.base.reply = {"actions": chunk}
+    policy.history.reset()  # each query stands alone (untimed)
+    policy._started = True
+    stages: dict[str, float] = {}
+    policy.stage_times = policy.parts.retriever.stage_times = stages
+    start = time.perf_counter()
+    out = policy.infer(obs)
+    total = time.perf_counter() - start
+    policy.stage_times = policy.parts.retriever.stage_times = None
+    if out["r2a"].get("fallback"):
+        log.debug("query fell back: %s", out["r2a"]["fallback"])
+    stages["rest"] = max(total - sum(stages.values()), 0.0)
+    stages["total"] = total
+    return stages, out["r2a"]
+
+
+def _latency(times: list[dict[str, float]], steps: int) -> dict[str, Any]:
+    """p50/p99 (ms) per query, per control step and per stage."""
+    ms = 1e3 * np.asarray([t["total"] for t in times])
+    stage = {name: 1e3 * np.asarray([t.get(name, 0.0) for t in times]) for name in STAGES}
+    return {"query_ms_p50": float(np.median(ms)), "query_ms_p99": float(np.percentile(ms, 99)),
+            "query_ms_mean": float(ms.mean()), "per_step_ms_p50": float(np.median(ms)) / steps,
+            "per_step_ms_p99": float(np.percentile(ms, 99)) / steps,
+            "stages_ms_p50": {k: round(float(np.median(v)), 4) for k, v in stage.items()},
+            "stages_ms_p99": {k: round(float(np.percentile(v, 99)), 4) for k, v in stage.items()}}
 
 
 def retriever_for_graph(checkpoint: Path, graph: Any, out: Path) -> Path:
@@ -146,8 +175,12 @@ class _PrecomputedBase:
         return self.reply
 
 
-def _wrapper_on(graph: Any, retriever: str | None, episodes: list, seed: int) -> tuple[Any, list[np.ndarray]]:
-    """The shipped config's wrapper on ``graph``, its GNN weights from the retriever checkpoint."""
+def _wrappers_on(graph: Any, retriever: str | None, episodes: list,
+                 seed: int) -> tuple[dict[str, Any], list[np.ndarray]]:
+    """The shipped config's wrapper on ``graph`` (its GNN weights from the retriever checkpoint), once per path
+    of :data:`PATHS` (sharing the graph structures), and the base chunks to answer with."""
+    from dataclasses import replace
+
     from r2a.retrieval.checkpoint import load_retriever
     from r2a.retrieval.retriever import Retriever
     from r2a.retrieval.motion import response_for
@@ -159,12 +192,18 @@ def _wrapper_on(graph: Any, retriever: str | None, episodes: list, seed: int) ->
     config = load_r2a_config()
     ckpt = load_retriever(resolve_path(retriever or str(config.retriever)))
     response = response_for(graph)
-    retr = Retriever(graph, response, config.retrieval, ckpt.layout, net=ckpt.net,
+    fast = Retriever(graph, response, replace(config.retrieval, inference="fast"), ckpt.layout, net=ckpt.net,
                      executed_steps=config.executed_steps)
-    gate, max_gate = build_gate(config, OSC_POSE_DELTA, {})  # the shipped gate (the learned one, image signal on)
-    parts = WrapperParts(retriever=retr, response=response, action_space=OSC_POSE_DELTA, gate=gate,
-                         executed_steps=config.executed_steps, conversion=config.conversion,
-                         max_seed_distance=float("inf"), max_entropy=1.0, recovery=None, max_gate=max_gate)
+    policies = {}
+    for name in PATHS:
+        gate, max_gate = build_gate(config, OSC_POSE_DELTA, {})  # the shipped gate (the learned one, image signal on)
+        if hasattr(gate, "fast"):  # the learned gate: the training path runs its torch module
+            gate = replace(gate, fast=name == "fast")
+        parts = WrapperParts(retriever=fast if name == "fast" else fast.with_inference(name), response=response,
+                             action_space=OSC_POSE_DELTA, gate=gate, executed_steps=config.executed_steps,
+                             conversion=config.conversion, max_seed_distance=float("inf"), max_entropy=1.0,
+                             recovery=None, max_gate=max_gate)
+        policies[name] = R2APolicy(_PrecomputedBase(), parts)
     rng = np.random.default_rng(seed)
     chunks = []
     for _ in range(10_000):
@@ -173,7 +212,7 @@ def _wrapper_on(graph: Any, retriever: str | None, episodes: list, seed: int) ->
         chunks.append(np.asarray(ep.actions[t:t + 16], np.float32))
         if len(chunks) >= 1000:
             break
-    return R2APolicy(_PrecomputedBase(), parts), chunks
+    return policies, chunks
 
 
 def _observations(episodes: list, seed: int, count: int) -> list[dict[str, Any]]:
@@ -315,20 +354,30 @@ def _machine() -> dict[str, Any]:
 
 
 def format_table(result: dict[str, Any]) -> str:
-    """Markdown: one row per graph size, then the stages, then the base policy beside it."""
+    """Markdown: per graph size both paths' query latency, then their stages side by side, then the base policy
+    beside them (and the proxy's round trip when measured)."""
     base = result["base"]
     lines = [f"R2A wrapper's added cost, one thread — {result['machine']['cpu']}, load "
              f"{result['machine']['load_avg'][0]:.2f}; target p99 ≤ {result['target_p99_ms_at_100k']} ms per query "
              "at 100k nodes", "",
-             "| nodes | index | query p50 ms | query p99 ms | per step p50 ms | per step p99 ms | vs base query |",
-             "|---|---|---|---|---|---|---|"]
+             "| nodes | index | path | query p50 ms | query p99 ms | per step p50 ms | per step p99 ms "
+             "| vs base query |", "|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
-        lines.append(f"| {r['nodes']:,} | {r['index']} | {r['query_ms_p50']:.3f} | {r['query_ms_p99']:.3f} | "
-                     f"{r['per_step_ms_p50']:.3f} | {r['per_step_ms_p99']:.3f} | "
-                     f"{100 * r['ratio_to_base_query_p50']:.1f} % |")
-    lines += ["", "| nodes | " + " | ".join(f"{s} p50" for s in STAGES) + " |", "|---" * (len(STAGES) + 1) + "|"]
+        for name, path in _paths(r).items():
+            lines.append(f"| {r['nodes']:,} | {r['index']} | {name} | {path['query_ms_p50']:.3f} | "
+                         f"{path['query_ms_p99']:.3f} | {path['per_step_ms_p50']:.3f} | "
+                         f"{path['per_step_ms_p99']:.3f} | {100 * path['query_ms_p50'] / base['query_ms_p50']:.1f} % |")
     for r in result["rows"]:
-        lines.append(f"| {r['nodes']:,} | " + " | ".join(f"{r['stages_ms_p50'][s]:.3f}" for s in STAGES) + " |")
+        paths = _paths(r)
+        lines += ["", _stages_heading(r), "",
+                  "| stage | " + " | ".join(f"{n} p50 | {n} p99" for n in paths) + " |",
+                  "|---" * (1 + 2 * len(paths)) + "|"]
+        for stage in STAGES:
+            cells = [f"{p['stages_ms_p50'].get(stage, 0.0):.3f} | {p['stages_ms_p99'].get(stage, 0.0):.3f}"
+                     for p in paths.values()]
+            lines.append(f"| {stage} | " + " | ".join(cells) + " |")
+        lines.append("| **query** | " + " | ".join(f"**{p['query_ms_p50']:.3f}** | **{p['query_ms_p99']:.3f}**"
+                                                  for p in paths.values()) + " |")
     lines += ["", f"base policy (built-in VLA, 64 px, one thread): query p50 {base['query_ms_p50']:.2f} ms, "
               f"p99 {base['query_ms_p99']:.2f} ms, {base['per_step_ms_p50']:.2f} ms per control step"]
     proxy = result.get("proxy")
@@ -342,6 +391,20 @@ def format_table(result: dict[str, Any]) -> str:
                   "", f"the proxy adds {proxy['added_ms_p50']:.3f} ms at p50 (its own server time, upstream "
                       f"round trip included: {proxy['proxy_server_ms_p50']:.3f} ms)"]
     return "\n".join(lines) + "\n"
+
+
+def _stages_heading(row: dict[str, Any]) -> str:
+    heading = (f"{row['nodes']:,} nodes, per stage (ms), {row['queries']} queries, {row['candidates_mean']:.0f} "
+               "candidates on average")
+    if "paths_agree" not in row:
+        return heading
+    return (f"{heading}; both paths chose the same nodes on {100 * row['paths_agree']:.0f} % of queries, their "
+            f"weights (4 decimals) within {row['max_weight_diff']:.1e}")
+
+
+def _paths(row: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A row's per-path numbers (a row written before both paths were timed holds one, the default's)."""
+    return row.get("paths") or {"fast": row}
 
 
 __all__ = ["DEFAULT_NODES", "format_table", "measure_base_latency", "measure_proxy_latency",

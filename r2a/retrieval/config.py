@@ -29,6 +29,9 @@ class RetrievalSettings:
     """softmax temperature of the top-K weights"""
     match_task: bool = True
     """restrict candidates to the task whose instruction equals the prompt (when one does)"""
+    inference: Literal["fast", "training"] = "fast"
+    """fast: the single-query path (per-graph node tables, the GNN as folded arrays); training: the code the
+    retriever is trained with (torch_geometric network, features from the graph arrays) — the same result, slower"""
 
     def validate(self) -> None:
         if min(self.seeds, self.top_k, self.max_nodes) < 1 or self.hops < 0 or self.temperature <= 0:

@@ -5,24 +5,34 @@ search; a bounded k-hop subgraph around the seeds is the candidate set; the quer
 candidate (``mode="gnn"``) — or, as the ablation, the candidates are ranked by key distance alone
 (``mode="knn"``, plain nearest neighbours); the top K become softmax weights. The instruction, when it is one of
 the graph's, restricts candidates to that task (a paraphrased one leaves all tasks in).
+
+Two implementations of the same query (``settings.inference``): ``fast``, the default, built for one query at a
+time — the key from the pose in one vector operation (:class:`PoseKey`), node features from a per-graph table
+(:class:`~r2a.retrieval.features.NodeTable`), the GNN as folded tensors
+(:class:`~r2a.retrieval.gnn_fast.FastRetrieverNet`), all derived at load — and ``training``, the code the
+retriever is trained with. They give the same candidates and chosen nodes, features and scores equal within float
+rounding (``tests/test_retrieval_fast.py``); ``r2a bench perf retrieval`` times both.
 """
 
 from __future__ import annotations
 
+import copy
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from typing import Any, Iterator
+from contextlib import nullcontext
+from dataclasses import dataclass, field, replace
+from typing import Any, ContextManager
 
 import numpy as np
 
 from graph_builder.motion_graph import MotionGraph
 from r2a.retrieval.config import RetrievalSettings
-from r2a.retrieval.features import QueryLayout, edge_features, node_features, query_vector
+from r2a.retrieval.features import (NodeTable, QueryLayout, edge_features, node_features, query_vector,
+                                    window_rotations)
 from r2a.retrieval.history import HistoryWindow
 from r2a.retrieval.motion import ResponseModel
 from r2a.retrieval.subgraph import Neighbourhoods, Subgraph
 from r2a_core.errors import R2AInputError
+from r2a_core.rotations import quat_to_matrix
 
 
 @dataclass
@@ -77,6 +87,29 @@ class Retriever:
         lengths = self.arrays["demo_length"].astype(np.float64)
         self._median_length = {name: float(info["median_length"]) for name, info in graph.manifest["per_task"].items()}
         self._pooled_length = float(np.median(lengths)) if len(lengths) else 1.0
+        self._fast_parts(settings.inference == "fast")
+
+    def with_inference(self, inference: str) -> "Retriever":
+        """This retriever on the other implementation (``fast`` or ``training``), sharing the graph structures —
+        how ``r2a bench perf retrieval`` times both paths side by side without building the graph structures twice."""
+        if inference not in INFERENCE_PATHS:
+            raise R2AInputError(f"unknown inference path {inference!r}; valid: {', '.join(INFERENCE_PATHS)}")
+        other = copy.copy(self)
+        other.settings = replace(self.settings, inference=inference)
+        other.stage_times = None
+        other._fast_parts(inference == "fast")
+        return other
+
+    def _fast_parts(self, fast: bool) -> None:
+        """What the fast path derives from the graph and the network at load (``None`` on the training path)."""
+        self.node_table = NodeTable(self.arrays, self.executed_steps) if fast else None
+        self._task_masks: dict[int, np.ndarray] = {}
+        self.pose_key = PoseKey.of(self.graph.key_spec) if fast else None
+        self.fast_net = None
+        if fast and self.net is not None:
+            from r2a.retrieval.gnn_fast import FastRetrieverNet
+
+            self.fast_net = FastRetrieverNet(self.net)
 
     # ------------------------------------------------------------------------------------------ queries
     def task_of(self, prompt: str | None) -> str | None:
@@ -98,37 +131,67 @@ class Retriever:
                    step: int) -> Candidates:
         """Seeds, the bounded subgraph and every feature of one query (no network involved)."""
         with self._stage("query"):
-            query, implied = query_vector(chunk, window, self.response, self.layout, step)
+            rotations = window_rotations(window)  # the window's and the current orientation, read three times
+            query, implied = query_vector(chunk, window, self.response, self.layout, step, rotations)
         return self.candidates_for(query, implied, window.now_pos, window.now_quat, window.now_gripper, phase,
-                                   self.task_id(prompt))
+                                   self.task_id(prompt), r_now=rotations[-1])
 
     def candidates_for(self, query: np.ndarray, implied: np.ndarray, now_pos: np.ndarray, now_quat: np.ndarray,
-                       now_gripper: float, phase: float, task_id: int | None) -> Candidates:
-        """:meth:`candidates` from an already encoded query (training re-uses stored queries)."""
-        s = self.settings
+                       now_gripper: float, phase: float, task_id: int | None,
+                       r_now: np.ndarray | None = None) -> Candidates:
+        """:meth:`candidates` from an already encoded query (training re-uses stored queries); ``r_now``: the
+        rotation matrix of ``now_quat`` when the caller has it."""
         with self._stage("seeds"):
-            key = self.graph.make_key(now_pos, now_quat, now_gripper, phase)[0]
+            key = self._key(now_pos, now_quat, now_gripper, phase, r_now)
             seeds, seed_dist = self._seeds(key, task_id)
         with self._stage("subgraph"):
-            sub = self.neighbourhoods.extract(seeds, self.arrays["node_key"], key, s.hops, s.max_nodes)
-            if task_id is not None:
-                sub = _restrict(sub, self._node_task[sub.nodes] == task_id)
+            sub = self._subgraph(seeds, key, task_id)
         with self._stage("features"):
-            x = node_features(self.arrays, sub.nodes, key, now_pos, now_quat, now_gripper, phase, implied,
-                              self.executed_steps)
-            key_distance = np.linalg.norm(self.arrays["node_key"][sub.nodes] - key, axis=1)
+            x, node_keys = self._node_features(sub.nodes, key, now_pos, now_quat, now_gripper, phase, implied, r_now)
+            key_distance = np.linalg.norm(node_keys - key, axis=1)
             edge_attr = edge_features(self.arrays, sub.edge_ids)
         return Candidates(subgraph=sub, x=x, edge_attr=edge_attr, query=query, implied=implied,
                           seed_distance=seed_dist, key_distance=key_distance)
 
-    @contextmanager
-    def _stage(self, name: str) -> Iterator[None]:
-        if self.stage_times is None:
-            yield
-            return
-        start = time.perf_counter()
-        yield
-        self.stage_times[name] = self.stage_times.get(name, 0.0) + time.perf_counter() - start
+    def _subgraph(self, seeds: np.ndarray, key: np.ndarray, task_id: int | None) -> Subgraph:
+        """The bounded neighbourhood of the seeds, then only ``task_id``'s nodes when given (the training path
+        restricts the extracted subgraph; the fast path passes the task's node mask into the extraction — the
+        same subgraph, ``tests/test_retrieval_fast.py``)."""
+        s = self.settings
+        if self.node_table is not None and task_id is not None:
+            return self.neighbourhoods.extract(seeds, self.arrays["node_key"], key, s.hops, s.max_nodes,
+                                               keep=self._task_mask(task_id))
+        sub = self.neighbourhoods.extract(seeds, self.arrays["node_key"], key, s.hops, s.max_nodes)
+        return sub if task_id is None else _restrict(sub, self._node_task[sub.nodes] == task_id)
+
+    def _task_mask(self, task_id: int) -> np.ndarray:
+        """``node_task == task_id`` over the graph (one byte per node and task, made on first use)."""
+        if task_id not in self._task_masks:
+            self._task_masks[task_id] = self._node_task == task_id
+        return self._task_masks[task_id]
+
+    def _key(self, now_pos: np.ndarray, now_quat: np.ndarray, now_gripper: float, phase: float,
+             r_now: np.ndarray | None) -> np.ndarray:
+        """The seed key of the current pose (the graph's :meth:`~MotionGraph.make_key`, or its fast equal)."""
+        if self.pose_key is None:
+            return self.graph.make_key(now_pos, now_quat, now_gripper, phase)[0]
+        return self.pose_key(now_pos, quat_to_matrix(now_quat) if r_now is None else r_now, now_gripper, phase)
+
+    def _node_features(self, nodes: np.ndarray, key: np.ndarray, now_pos: np.ndarray, now_quat: np.ndarray,
+                       now_gripper: float, phase: float, implied: np.ndarray,
+                       r_now: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """The candidates' features and keys, from the graph arrays (training path) or the node table (fast)."""
+        if self.node_table is None:
+            x = node_features(self.arrays, nodes, key, now_pos, now_quat, now_gripper, phase, implied,
+                              self.executed_steps)
+            return x, self.arrays["node_key"][nodes]
+        r_now = quat_to_matrix(now_quat) if r_now is None else r_now
+        x, state = self.node_table.features(nodes, key, now_pos, r_now, now_gripper, phase, implied)
+        return x, state.key
+
+    def _stage(self, name: str) -> ContextManager[Any]:
+        """Times the block into ``stage_times[name]`` while profiling; otherwise a no-op that costs ~nothing."""
+        return _NOT_TIMED if self.stage_times is None else StageTimer(self.stage_times, name)
 
     def _seeds(self, key: np.ndarray, task_id: int | None) -> tuple[np.ndarray, float]:
         """The ``seeds`` nearest nodes (of ``task_id``'s nodes only, when given) and the nearest one's distance."""
@@ -158,10 +221,16 @@ class Retriever:
         return self._pick(cand, scores, progress, uniform=False)
 
     def _score(self, cand: Candidates) -> tuple[np.ndarray, float]:
+        """GNN scores of the candidates (float64) and p̂: the fast network, else the training one."""
+        sub = cand.subgraph
+        if self.fast_net is not None:
+            scores, progress = self.fast_net(cand.query, cand.x, sub.edge_index, cand.edge_attr)
+            return scores.astype(np.float64), progress
         import torch
 
-        sub = cand.subgraph
-        with torch.inference_mode():
+        from r2a.retrieval.gnn_fast import one_torch_thread
+
+        with one_torch_thread(), torch.inference_mode():
             scores, progress = self.net(torch.from_numpy(cand.query[None]), torch.from_numpy(cand.x),
                                         torch.from_numpy(sub.edge_index), torch.from_numpy(cand.edge_attr),
                                         torch.zeros(len(sub.nodes), dtype=torch.long))
@@ -178,6 +247,55 @@ class Retriever:
         return Retrieval(nodes=nodes[order], weights=weights, progress=float(np.clip(progress, 0.0, 1.0)),
                          seed_distance=cand.seed_distance, entropy=entropy, top_weight=float(all_w.max()),
                          candidates=n, implied=cand.implied, query=cand.query)
+
+
+class PoseKey:
+    """:meth:`MotionGraph.make_key` of one pose whose rotation matrix is already known, in one vector operation.
+
+    The graph's key is, per group, ``(raw − mean) · (weight / std)`` (``KeySpec.apply``); this holds those numbers
+    per column and applies them to ``[position, rot6d, opening, phase]`` at once — the same float64 operations on
+    the same values, so the key is identical (``make_key`` spends ~40 numpy calls on the quaternion alone).
+    """
+
+    def __init__(self, names: tuple[str, ...], mean: np.ndarray, scale: np.ndarray) -> None:
+        self.names, self.mean, self.scale = names, mean, scale
+
+    @classmethod
+    def of(cls, spec: Any) -> "PoseKey | None":
+        """The key of ``spec`` (a ``KeySpec``), or None when it has a group this class does not know."""
+        if not set(spec.names) <= set(_POSE_PARTS):
+            return None
+        mean = np.concatenate([np.asarray(g.mean, np.float64) for g in spec.groups])
+        scale = np.concatenate([np.full(g.dim, g.weight / g.std) for g in spec.groups])
+        return cls(spec.names, mean, scale)
+
+    def __call__(self, pos: np.ndarray, rotation: np.ndarray, gripper: float, phase: float) -> np.ndarray:
+        """The ``(dim,)`` float32 key; ``rotation`` is the matrix of the pose's quaternion."""
+        parts = {"ee_pos": pos, "ee_rot6d": rotation[:, :2].T, "gripper": gripper, "phase": phase}
+        raw = np.concatenate([np.asarray(parts[name], np.float64).reshape(-1) for name in self.names])
+        return ((raw - self.mean) * self.scale).astype(np.float32)
+
+
+#: the implementations of one query (``RetrievalSettings.inference``)
+INFERENCE_PATHS = ("fast", "training")
+#: the raw inputs of the key groups a graph's key can have (``graph_builder.features.KEY_GROUPS``)
+_POSE_PARTS = ("ee_pos", "ee_rot6d", "gripper", "phase")
+
+
+class StageTimer:
+    """Adds the seconds spent inside the block to ``times[name]``."""
+
+    def __init__(self, times: dict[str, float], name: str) -> None:
+        self.times, self.name = times, name
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: object) -> None:
+        self.times[self.name] = self.times.get(self.name, 0.0) + time.perf_counter() - self.start
+
+
+_NOT_TIMED = nullcontext()
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:
@@ -205,4 +323,4 @@ def _instruction_tasks(graph: MotionGraph) -> dict[str, int]:
     return {text: next(iter(tasks)) for text, tasks in pairs.items() if len(tasks) == 1}
 
 
-__all__ = ["Candidates", "Retrieval", "RetrievalSettings", "Retriever"]
+__all__ = ["Candidates", "PoseKey", "Retrieval", "RetrievalSettings", "Retriever", "StageTimer"]

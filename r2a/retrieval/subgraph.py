@@ -40,11 +40,14 @@ class Neighbourhoods:
         self._out_edge = order.astype(np.int64)
         self._out_dst = dst[order]
         self._local = np.full(self.num_nodes, -1, np.int64)
+        self._stamp = np.zeros(self.num_nodes, np.int32 if self.num_nodes < 2**31 else np.int64)  # dedup scratch
 
     def extract(self, seeds: np.ndarray, keys: np.ndarray, query_key: np.ndarray, hops: int,
-                max_nodes: int) -> Subgraph:
-        """Seeds plus up to ``hops`` rings of neighbours, at most ``max_nodes`` nodes in all."""
-        seeds = _unique_in_order(np.asarray(seeds, np.int64)[np.asarray(seeds) >= 0])[:max_nodes]
+                max_nodes: int, keep: np.ndarray | None = None) -> Subgraph:
+        """Seeds plus up to ``hops`` rings of neighbours, at most ``max_nodes`` nodes in all; with ``keep`` (a
+        boolean per graph node) the nodes outside it are then dropped with their edges — the rings grow and are
+        capped as without it, so this is the unrestricted subgraph restricted (seeds stay first)."""
+        seeds = _unique_in_order(np.asarray(seeds, np.int64))[:max_nodes]
         selected = [seeds]
         count = len(seeds)
         self._local[seeds] = 1  # marks "selected" while growing
@@ -52,26 +55,50 @@ class Neighbourhoods:
         for _ in range(hops):
             if count >= max_nodes or len(frontier) == 0:
                 break
-            ring = np.unique(_gather(self._nbr_ptr, self._nbr, frontier))
-            ring = ring[self._local[ring] < 0]
+            ring = self._new_neighbours(frontier)
             room = max_nodes - count
             if len(ring) > room:
                 dist = np.sum((keys[ring] - query_key) ** 2, axis=1)
                 ring = ring[np.argpartition(dist, room - 1)[:room]]
             self._local[ring] = 1
-            selected.append(ring.astype(np.int64))
+            selected.append(ring)
             count += len(ring)
             frontier = ring
         nodes = np.concatenate(selected)
+        self._local[nodes] = -1  # ready for the next query without clearing N entries
+        seed_count = len(seeds)
+        if keep is not None:
+            kept = keep[nodes]
+            nodes, seed_count = nodes[kept], int(kept[:seed_count].sum())
         self._local[nodes] = np.arange(len(nodes))
         try:
-            edge_ids, dst = _gather(self._out_ptr, self._out_edge, nodes), _gather(self._out_ptr, self._out_dst, nodes)
-            src = np.repeat(np.arange(len(nodes)), self._out_ptr[nodes + 1] - self._out_ptr[nodes])
-            keep = self._local[dst] >= 0
-            edge_index = np.stack([src[keep], self._local[dst[keep]]]).astype(np.int64)
-            return Subgraph(nodes=nodes, edge_index=edge_index, edge_ids=edge_ids[keep], seeds=len(seeds))
+            return self._induced(nodes, seed_count)
         finally:
-            self._local[nodes] = -1  # ready for the next query without clearing N entries
+            self._local[nodes] = -1
+
+    def _new_neighbours(self, frontier: np.ndarray) -> np.ndarray:
+        """The not-yet-selected neighbours of ``frontier``, sorted, each once (``np.unique`` of what is new).
+
+        Rings overlap heavily (a node's spatial neighbours are each other's), so the duplicates are dropped
+        by stamping each value with its position and keeping the entries whose stamp survived — linear time —
+        and only the unique remainder is sorted.
+        """
+        ring = _gather(self._nbr_ptr, self._nbr, frontier)
+        ring = ring[self._local[ring] < 0]
+        position = np.arange(len(ring), dtype=self._stamp.dtype)
+        self._stamp[ring] = position
+        ring = np.sort(ring[self._stamp[ring] == position]).astype(np.int64)
+        return ring
+
+    def _induced(self, nodes: np.ndarray, seeds: int) -> Subgraph:
+        """The subgraph on ``nodes`` (``self._local`` holds their local ids): every out-edge of a node whose end
+        is selected too, in source order."""
+        at, counts = _positions(self._out_ptr, nodes)
+        dst = self._local[self._out_dst[at]]
+        keep = dst >= 0
+        src = np.repeat(np.arange(len(nodes)), counts)
+        return Subgraph(nodes=nodes, edge_index=np.stack([src[keep], dst[keep]]), edge_ids=self._out_edge[at[keep]],
+                        seeds=seeds)
 
 
 def _pointers(sorted_rows: np.ndarray, n: int) -> np.ndarray:
@@ -80,18 +107,24 @@ def _pointers(sorted_rows: np.ndarray, n: int) -> np.ndarray:
 
 def _gather(ptr: np.ndarray, values: np.ndarray, rows: np.ndarray) -> np.ndarray:
     """``concatenate(values[ptr[r]:ptr[r+1]] for r in rows)`` without a Python loop."""
+    return values[_positions(ptr, rows)[0]]
+
+
+def _positions(ptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Where rows ``rows`` of a compressed array lie (``concatenate(arange(ptr[r], ptr[r+1]))``), and their lengths."""
     starts, ends = ptr[rows], ptr[rows + 1]
     lengths = ends - starts
     total = int(lengths.sum())
     if total == 0:
-        return values[:0]
-    offsets = np.repeat(starts - np.concatenate([[0], np.cumsum(lengths)[:-1]]), lengths)
-    return values[offsets + np.arange(total)]
+        return np.zeros(0, np.int64), lengths
+    offsets = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
+    return offsets + np.arange(total), lengths
 
 
 def _unique_in_order(x: np.ndarray) -> np.ndarray:
-    _, first = np.unique(x, return_index=True)
-    return x[np.sort(first)]
+    """The valid ids (``>= 0``) of ``x``, each at its first occurrence (a handful of seeds: plain Python is
+    faster than the sorting ``np.unique`` does)."""
+    return np.fromiter(dict.fromkeys(i for i in x.tolist() if i >= 0), np.int64)
 
 
 __all__ = ["Neighbourhoods", "Subgraph"]

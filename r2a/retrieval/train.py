@@ -17,6 +17,7 @@ import hashlib
 import logging
 import math
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +58,9 @@ def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_pa
     response = response_for(graph)
     layout = QueryLayout(history=config.history, chunk_steps=config.chunk_steps,
                          action_dim=int(graph.manifest["action_space"]["dim"]))
-    retriever = Retriever(graph, response, config.retrieval, layout, net=None, executed_steps=config.executed_steps)
+    # training reads its candidates through the training path (the wrapper's fast path equals it, derived at load)
+    retriever = Retriever(graph, response, replace(config.retrieval, inference="training"), layout, net=None,
+                          executed_steps=config.executed_steps)
     timings["graph"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()

@@ -155,30 +155,86 @@ def build_gate_net(layout: GateLayout, hidden: int = 64, max_gate: float = 0.5) 
     return GateNet()
 
 
+@dataclass(frozen=True)
+class GateArrays:
+    """A trained :func:`build_gate_net` network as float32 arrays, for the wrapper's one chunk at a time.
+
+    The same function (normalize, non-finite → 0, three linear layers with SiLU between, ``max_gate · σ``) in a
+    dozen numpy calls on a ~170-number vector, where the torch module spends most of its time entering modules
+    and ``inference_mode``; derived from the network at load (the checkpoint is unchanged), equal to it within
+    float32 rounding (``tests/test_gate.py``). Training keeps the torch network.
+    """
+
+    mean: np.ndarray
+    std: np.ndarray
+    weights: tuple[np.ndarray, ...]  # (in, out) per linear layer
+    biases: tuple[np.ndarray, ...]
+    max_gate: float
+
+    @classmethod
+    def of(cls, net: Any) -> "GateArrays":
+        import torch
+
+        linears = [m for m in net.mlp if isinstance(m, torch.nn.Linear)]
+        as_array = lambda t: t.detach().cpu().numpy().astype(np.float32)  # noqa: E731
+        return cls(mean=as_array(net.x_mean), std=as_array(net.x_std),
+                   weights=tuple(np.ascontiguousarray(as_array(m.weight).T) for m in linears),
+                   biases=tuple(as_array(m.bias) for m in linears), max_gate=float(net.max_gate))
+
+    def __call__(self, x: np.ndarray) -> np.ndarray:
+        """``S`` on the motion dims (float64) for one feature vector ``x``."""
+        z = (np.asarray(x, np.float32) - self.mean) / self.std
+        if not np.isfinite(z).all():  # as the module's nan_to_num (the features themselves are finite)
+            z = np.nan_to_num(z, nan=0.0, posinf=0.0, neginf=0.0)
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            z = z @ w + b
+            if i < last:
+                z = z * _sigmoid(z)
+        return (self.max_gate * _sigmoid(z)).astype(np.float64)
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    """σ(z) as ``(1 + tanh(z/2)) / 2``: no overflow for large negative ``z``."""
+    return 0.5 * (1.0 + np.tanh(0.5 * z))
+
+
 @dataclass
 class LearnedGate:
-    """The Gate protocol around a trained :func:`build_gate_net` network (CPU, one chunk at a time)."""
+    """The Gate protocol around a trained :func:`build_gate_net` network (CPU, one chunk at a time); ``fast``
+    runs it as :class:`GateArrays` (the default), otherwise as the torch module itself."""
 
     net: Any
     layout: GateLayout
     action_space: ActionSpace
     image_scorer: Any = None
     last_features: np.ndarray | None = field(default=None, repr=False)
+    fast: bool = True
+    arrays: GateArrays | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.fast:
+            self.arrays = GateArrays.of(self.net)
 
     def __call__(self, inputs: GateInputs) -> np.ndarray:
-        import torch
-
         x = gate_features(inputs, self.layout, self.image_scorer)
         self.last_features = x
-        with torch.inference_mode():
-            s = self.net(torch.as_tensor(x, dtype=torch.float32)[None])[0].numpy().astype(np.float64)
+        s = self.arrays(x) if self.arrays is not None else self._torch(x)
         full = np.zeros(self.action_space.dim)
         full[list(self.layout.motion_dims)] = s
         return np.broadcast_to(full, np.shape(inputs.base)).copy()
+
+    def _torch(self, x: np.ndarray) -> np.ndarray:
+        import torch
+
+        from r2a.retrieval.gnn_fast import one_torch_thread
+
+        with one_torch_thread(), torch.inference_mode():
+            return self.net(torch.as_tensor(x, dtype=torch.float32)[None])[0].numpy().astype(np.float64)
 
     def reset(self) -> None:
         self.last_features = None
 
 
-__all__ = ["SIGNALS", "GateInputError", "GateLayout", "GateRaw", "LearnedGate", "build_gate_net", "features_from_raw",
-           "gate_features", "gate_raw", "pad_steps"]
+__all__ = ["SIGNALS", "GateArrays", "GateInputError", "GateLayout", "GateRaw", "LearnedGate", "build_gate_net",
+           "features_from_raw", "gate_features", "gate_raw", "pad_steps"]

@@ -19,6 +19,7 @@ another reference or another S, the scripted expert's in the oracles; not deploy
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ import numpy as np
 
 from r2a.retrieval.history import ExecutionHistory
 from r2a.retrieval.motion import ResponseModel
-from r2a.retrieval.retriever import Retriever
+from r2a.retrieval.retriever import Retriever, StageTimer
 from r2a.retrieval.synthesis import reference_chunk
 from r2a.wrapper.gate import Gate, GateInputs, bound_gate
 from r2a.wrapper.learned_gate import GateInputError
@@ -74,6 +75,8 @@ class R2APolicy:
         self.history = ExecutionHistory(parts.action_space.dim)
         self.errors = 0
         self._extra_metadata = dict(metadata or {})
+        #: stage → seconds of the last query (synthesis, gate), filled only while profiling, like the retriever's
+        self.stage_times: dict[str, float] | None = None
         self.reset()
 
     @property
@@ -188,8 +191,9 @@ class R2APolicy:
             return base, {**diag, "fallback": FAR_FROM_GRAPH}
         if found.entropy > p.max_entropy:
             return base, {**diag, "fallback": LOW_CONFIDENCE}
-        reference = reference_chunk(p.retriever.arrays, found.nodes, found.weights, window, n, p.conversion,
-                                    p.response, self.action_space)
+        with self._stage("synthesis"):
+            reference = reference_chunk(p.retriever.arrays, found.nodes, found.weights, window, n, p.conversion,
+                                        p.response, self.action_space)
         if p.reference_source is not None:
             reference = np.asarray(p.reference_source(obs, reference), np.float64).reshape(reference.shape)
         inputs = GateInputs(
@@ -198,7 +202,8 @@ class R2APolicy:
                        "seed_distance": found.seed_distance, "progress": found.progress},
             proprio={"ee_pos": window.now_pos, "ee_quat": window.now_quat, "gripper": np.array(window.now_gripper)},
             step=elapsed, observation=obs)
-        gate = bound_gate(p.gate(inputs), self.action_space, p.max_gate)
+        with self._stage("gate"):
+            gate = bound_gate(p.gate(inputs), self.action_space, p.max_gate)
         grip = list(self.action_space.gripper_dims)
         scale = np.ones(n)
         if p.holding_scale != 1.0 and grip:
@@ -214,6 +219,10 @@ class R2APolicy:
         if not np.isfinite(out).all():  # belt and braces: clip already maps non-finite values to 0
             return base, {**diag, "fallback": ERROR, "error": "non-finite blend"}
         return out, {**diag, "fallback": None, "gate": np.round(gate.mean(axis=0), 4).tolist(), **traced}
+
+    def _stage(self, name: str) -> Any:
+        """Times the block into ``stage_times`` while profiling (``r2a bench perf retrieval``), else a no-op."""
+        return _NOT_TIMED if self.stage_times is None else StageTimer(self.stage_times, name)
 
     def _planned_for(self, step: int, n: int) -> np.ndarray | None:
         """What the previous base chunk planned for steps ``step .. step+n-1`` (None when it does not reach)."""
@@ -251,7 +260,7 @@ def _fallback(reason: str, step: int) -> dict[str, Any]:
     return {"fallback": reason, "step": step, "recovery": False}
 
 
-
+_NOT_TIMED = nullcontext()
 
 
 def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
