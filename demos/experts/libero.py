@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 
 from demos.experts.phase import CLOSED, OPEN, Phase
+from r2a_core.rotations import quat_to_yaw
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.libero_env import LiberoSimEnv
@@ -66,13 +67,6 @@ def _closest_yaw(candidates: list[float], current: float) -> float:
     return float(min(options, key=lambda yaw: abs(yaw - current)))
 
 
-def _current_yaw(sim: "LiberoSimEnv") -> float:
-    from r2a_core.rotations import quat_to_matrix
-
-    m = quat_to_matrix(sim.ee_quat())
-    return float(np.arctan2(m[1, 0], m[0, 0]))
-
-
 # ----------------------------------------------------------------------------------------------- bowls
 def _rim_side(sim: "LiberoSimEnv") -> np.ndarray:
     """The horizontal unit offset from the bowl's centre to the rim point it is grasped at."""
@@ -101,7 +95,7 @@ def _bowl_grasp(sim: "LiberoSimEnv") -> np.ndarray:
 def _bowl_yaw(sim: "LiberoSimEnv") -> float:
     """Fingers across the rim wall: along the rim side's direction."""
     side = _rim_side(sim)
-    return _closest_yaw([float(np.arctan2(side[1], side[0]))], _current_yaw(sim))
+    return _closest_yaw([float(np.arctan2(side[1], side[0]))], float(quat_to_yaw(sim.ee_quat())))
 
 
 # ----------------------------------------------------------------------------------------------- groceries
@@ -117,7 +111,7 @@ def _item_grasp(sim: "LiberoSimEnv") -> np.ndarray:
 def _item_yaw(sim: "LiberoSimEnv") -> float:
     """Fingers along the footprint's short axis (round items: keep the current yaw)."""
     long_yaw, ratio = _footprint_axis(sim, sim.libero_spec.target)
-    current = _current_yaw(sim)
+    current = float(quat_to_yaw(sim.ee_quat()))
     if ratio < 1.15:
         return current
     return _closest_yaw([long_yaw + np.pi / 2], current)

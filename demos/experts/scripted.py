@@ -27,7 +27,7 @@ import numpy as np
 
 from demos.experts.phase import CLOSED, OPEN, Phase
 from r2a_core.errors import R2AInputError
-from r2a_core.rotations import quat_to_axis_angle, quat_to_matrix
+from r2a_core.rotations import matrix_to_axis_angle, matrix_to_yaw, quat_to_matrix, quat_to_yaw, rot_z
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
@@ -39,28 +39,6 @@ PLACED = 0.02  # m; a let-go object this close to where the place phase lowers i
 FUNNEL_SLOPE = 2.0
 #: grip site pointing straight down (world z flipped), fingers closing along world y at yaw 0
 DOWN = np.array([[1.0, 0.0, 0.0], [0.0, -1.0, 0.0], [0.0, 0.0, -1.0]])
-
-
-def _rot_z(yaw: float) -> np.ndarray:
-    c, s = np.cos(yaw), np.sin(yaw)
-    return np.array([[c, -s, 0.0], [s, c, 0.0], [0.0, 0.0, 1.0]])
-
-
-def _matrix_to_axis_angle(m: np.ndarray) -> np.ndarray:
-    angle = np.arccos(np.clip((np.trace(m) - 1.0) / 2.0, -1.0, 1.0))
-    if angle < 1e-6:
-        return np.zeros(3)
-    axis = np.array([m[2, 1] - m[1, 2], m[0, 2] - m[2, 0], m[1, 0] - m[0, 1]])
-    norm = np.linalg.norm(axis)
-    if norm < 1e-9:  # angle ≈ π: take the axis from the symmetric part
-        axis = np.sqrt(np.maximum((np.diag(m) + 1.0) / 2.0, 0.0))
-        norm = np.linalg.norm(axis)
-    return axis / norm * angle
-
-
-def _yaw_of(quat_wxyz: np.ndarray) -> float:
-    m = quat_to_matrix(quat_wxyz)
-    return float(np.arctan2(m[1, 0], m[0, 0]))
 
 
 class ScriptedExpert:
@@ -157,9 +135,9 @@ class ScriptedExpert:
         elif phase.yaw_object is not None:
             self._yaw_target = self._aligned_yaw(phase.yaw_object, current)
         if self._yaw_target is None:
-            self._yaw_target = float(np.arctan2(current[1, 0], current[0, 0]))
-        desired = _rot_z(self._yaw_target) @ DOWN
-        return _matrix_to_axis_angle(desired @ current.T)
+            self._yaw_target = float(matrix_to_yaw(current))
+        desired = rot_z(self._yaw_target) @ DOWN
+        return matrix_to_axis_angle(desired @ current.T)
 
     def _aligned_yaw(self, obj: str, current: np.ndarray) -> float:
         """A yaw that puts the fingers across two faces of ``obj`` and away from its nearby neighbours.
@@ -167,8 +145,8 @@ class ScriptedExpert:
         Cubes are symmetric under 90°, so there are two finger lines; take the one most perpendicular to the
         objects within 12 cm (fingers open 8 cm wide and would hit them), then the smaller rotation.
         """
-        obj_yaw = _yaw_of(self.sim.object_quat(obj))
-        grip_yaw = float(np.arctan2(current[1, 0], current[0, 0]))
+        obj_yaw = float(quat_to_yaw(self.sim.object_quat(obj)))
+        grip_yaw = float(matrix_to_yaw(current))
         candidates = obj_yaw + np.arange(-4, 5) * (np.pi / 2)
         rotation = np.abs(np.angle(np.exp(1j * (candidates - grip_yaw))))
         clutter = np.array([self._finger_clutter(obj, yaw) for yaw in candidates])

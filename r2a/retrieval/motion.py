@@ -26,67 +26,12 @@ from functools import lru_cache
 import numpy as np
 
 from r2a_core.errors import R2AInputError
+from r2a_core.rotations import rot6d_to_matrix, step_rotations
 
 log = logging.getLogger(__name__)
 
 #: full-scale step of a normalized OSC_POSE delta action: metres for translation, radians for rotation
 DELTA_EE_SCALE = (0.05, 0.5)
-
-
-def rot6d_to_matrix(r6: np.ndarray) -> np.ndarray:
-    """rot6d (first two columns, ``(..., 6)``) → rotation matrices ``(..., 3, 3)`` by Gram-Schmidt."""
-    r6 = np.asarray(r6, dtype=np.float64)
-    a, b = r6[..., :3], r6[..., 3:]
-    x = a / np.maximum(np.linalg.norm(a, axis=-1, keepdims=True), 1e-12)
-    b = b - np.sum(x * b, axis=-1, keepdims=True) * x
-    y = b / np.maximum(np.linalg.norm(b, axis=-1, keepdims=True), 1e-12)
-    z = np.cross(x, y)
-    return np.stack([x, y, z], axis=-1)
-
-
-def matrix_to_rot6d(m: np.ndarray) -> np.ndarray:
-    return np.concatenate([m[..., :, 0], m[..., :, 1]], axis=-1)
-
-
-def matrix_to_axis_angle(m: np.ndarray) -> np.ndarray:
-    """Rotation matrices ``(..., 3, 3)`` → axis-angle vectors ``(..., 3)`` (angle in [0, π])."""
-    m = np.asarray(m, dtype=np.float64)
-    cos = np.clip((np.trace(m, axis1=-2, axis2=-1) - 1.0) / 2.0, -1.0, 1.0)
-    angle = np.arccos(cos)
-    axis = np.stack([m[..., 2, 1] - m[..., 1, 2], m[..., 0, 2] - m[..., 2, 0], m[..., 1, 0] - m[..., 0, 1]], -1)
-    sin = np.sin(angle)
-    small = sin < 1e-6
-    scale = np.where(small, 0.5, angle / (2.0 * np.where(small, 1.0, sin)))
-    vec = axis * scale[..., None]
-    # near π the antisymmetric part vanishes: take the axis from the symmetric part instead
-    near_pi = (angle > np.pi - 1e-3)
-    if np.any(near_pi):
-        sym = (m[near_pi] + np.eye(3)) / 2.0
-        col = np.argmax(np.diagonal(sym, axis1=-2, axis2=-1), axis=-1)
-        ax = sym[np.arange(len(col)), :, col]
-        ax = ax / np.maximum(np.linalg.norm(ax, axis=-1, keepdims=True), 1e-12)
-        vec[near_pi] = ax * angle[near_pi][..., None]
-    return vec
-
-
-def axis_angle_to_matrix(v: np.ndarray) -> np.ndarray:
-    """Axis-angle vectors ``(..., 3)`` → rotation matrices (Rodrigues)."""
-    v = np.asarray(v, dtype=np.float64)
-    angle = np.linalg.norm(v, axis=-1, keepdims=True)
-    k = v / np.maximum(angle, 1e-12)
-    kx, ky, kz = k[..., 0], k[..., 1], k[..., 2]
-    zero = np.zeros_like(kx)
-    cross = np.stack([np.stack([zero, -kz, ky], -1), np.stack([kz, zero, -kx], -1),
-                      np.stack([-ky, kx, zero], -1)], -2)
-    a = angle[..., None]
-    return np.eye(3) + np.sin(a) * cross + (1.0 - np.cos(a)) * (cross @ cross)
-
-
-def step_rotations(rel: np.ndarray) -> np.ndarray:
-    """Per-step world-frame rotation vectors from relative rotations ``R_j R_0ᵀ`` ``(..., T, 3, 3)``:
-    step ``j`` is ``R_j R_{j-1}ᵀ`` (with ``R_{-1} = I``)."""
-    prev = np.concatenate([np.broadcast_to(np.eye(3), rel[..., :1, :, :].shape), rel[..., :-1, :, :]], axis=-3)
-    return matrix_to_axis_angle(rel @ np.swapaxes(prev, -1, -2))
 
 
 @dataclass(frozen=True)
@@ -287,6 +232,4 @@ def _fit_axes(steps: np.ndarray, actions: np.ndarray, valid: np.ndarray, scale: 
     return AxisResponse(ar, ex, scale), float(np.sqrt(sq / count))
 
 
-__all__ = ["AxisResponse", "DELTA_EE_SCALE", "ResponseModel", "axis_angle_to_matrix", "check_delta_ee",
-           "fit_response_model", "matrix_to_axis_angle", "matrix_to_rot6d", "response_for", "rot6d_to_matrix",
-           "step_rotations"]
+__all__ = ["AxisResponse", "DELTA_EE_SCALE", "ResponseModel", "check_delta_ee", "fit_response_model", "response_for"]

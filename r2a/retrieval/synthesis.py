@@ -25,8 +25,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from r2a.retrieval.history import HistoryWindow
-from r2a.retrieval.motion import ResponseModel, matrix_to_axis_angle, rot6d_to_matrix, step_rotations
-from r2a_core.rotations import quat_to_matrix
+from r2a.retrieval.motion import ResponseModel
+from r2a_core.rotations import matrix_to_axis_angle, quat_to_matrix, rot6d_to_matrix, step_rotations
 from r2a_core.types import ActionSpace
 
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 
 from graph_builder.motion_graph import MotionGraph
-from r2a.retrieval.motion import DELTA_EE_SCALE, matrix_to_axis_angle
+from r2a.retrieval.motion import DELTA_EE_SCALE
 from r2a.wrapper.config import RecoverySettings
-from r2a_core.rotations import quat_to_matrix
+from r2a_core.rotations import matrix_to_axis_angle, quat_to_matrix
 from r2a_core.types import ActionSpace
 
 

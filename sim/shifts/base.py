@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from r2a_core.errors import R2AInputError
+from r2a_core.rotations import matrix_to_quat, rotation_about
+from r2a_core.rotations import quat_to_matrix as quat_to_mat
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
@@ -224,31 +226,6 @@ class ArraySnapshot:
     def restore(self) -> None:
         for array, index, value in reversed(self._saved):
             array[index] = value
-
-
-def rotation_about(axis: np.ndarray, angle: float) -> np.ndarray:
-    """3×3 rotation matrix about ``axis`` (any length) by ``angle`` radians (Rodrigues)."""
-    axis = np.asarray(axis, dtype=np.float64)
-    axis = axis / np.linalg.norm(axis)
-    k = np.array([[0.0, -axis[2], axis[1]], [axis[2], 0.0, -axis[0]], [-axis[1], axis[0], 0.0]])
-    return np.eye(3) + np.sin(angle) * k + (1.0 - np.cos(angle)) * (k @ k)
-
-
-def matrix_to_quat(m: np.ndarray) -> np.ndarray:
-    """3×3 rotation → wxyz quaternion (MuJoCo's convention)."""
-    import mujoco
-
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, np.asarray(m, dtype=np.float64).reshape(-1))
-    return quat
-
-
-def quat_to_mat(q: np.ndarray) -> np.ndarray:
-    import mujoco
-
-    mat = np.zeros(9)
-    mujoco.mju_quat2Mat(mat, np.asarray(q, dtype=np.float64))
-    return mat.reshape(3, 3)
 
 
 def view_pivot(sim: "SimEnv", camera: str = "agentview") -> np.ndarray:
