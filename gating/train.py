@@ -39,9 +39,10 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     from r2a.wrapper.learned_gate import GateLayout, build_gate_net
     from r2a_core.provenance import sha256_path
     from r2a_core.train_state import load_train_state
+    from r2a_core.training import training_device, training_wandb_run
 
     rank, world, local_rank = _distributed()
-    device = _device(config.device, local_rank)
+    device = training_device(config.device, local_rank)
     if config.threads:
         torch.set_num_threads(config.threads)
     out = Path(out)
@@ -88,7 +89,7 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
                   "seeds": meta["seeds"], "shift_settings": meta["shift_settings"], "rows": int(len(x)),
                   "train_rows": int(len(train_idx)), "val_rows": int(len(val_idx)), "processes": world,
                   "device": str(device)}
-    run = _wandb(wandb_mode, config, out) if rank == 0 else None
+    run = training_wandb_run("r2a-gate", out, config.to_dict(), wandb_mode) if rank == 0 else None
     rng = np.random.default_rng(config.seed)
     for _ in range(start_epoch):  # the same batch order as an uninterrupted run
         rng.permutation(train_idx)
@@ -225,27 +226,6 @@ def _distributed() -> tuple[int, int, int]:
         backend = "nccl" if torch.cuda.is_available() else "gloo"
         torch.distributed.init_process_group(backend=backend)
     return torch.distributed.get_rank(), world, int(os.environ.get("LOCAL_RANK", "0"))
-
-
-def _device(name: str, local_rank: int) -> Any:
-    import torch
-
-    from r2a_core.devices import training_device
-
-    device = training_device(name)
-    if device.type == "cuda" and torch.distributed.is_initialized():
-        device = torch.device("cuda", local_rank)
-        torch.cuda.set_device(device)
-    return device
-
-
-def _wandb(mode: str, config: GateTrainConfig, out: Path) -> Any:
-    if mode == "disabled":
-        return None
-    from r2a_core.wandb_run import start_wandb_run
-
-    out.mkdir(parents=True, exist_ok=True)
-    return start_wandb_run("r2a-gate", out.name, config.to_dict(), mode, out)
 
 
 def plot_training_curve(history: list[dict[str, Any]], path: Path) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
-import math
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -34,9 +33,9 @@ from r2a.retrieval.gnn import RetrieverNet, RetrieverNetConfig
 from r2a.retrieval.motion import response_for
 from r2a.retrieval.queries import QuerySet, build_query_set, load_query_set, save_query_set
 from r2a.retrieval.retriever import Candidates, Retriever
-from r2a_core.devices import training_device
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
+from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +76,7 @@ def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_pa
     start_step, history = _resume(out, net, optimizer, config)
 
     t0 = time.perf_counter()
-    run = _wandb(config, out, wandb_mode)
+    run = training_wandb_run("r2a-retriever", out, config.to_dict(), wandb_mode)
     step = start_step
     bar = tqdm(range(start_step, config.steps), desc="retriever", unit="step", disable=not progress,
                initial=start_step, total=config.steps)
@@ -294,12 +293,12 @@ def _normalization(queries: QuerySet, rows: np.ndarray, retriever: Retriever,
 
 # ----------------------------------------------------------------------------------------- bookkeeping
 
+#: linear learning-rate warm-up, then a cosine decay to 0 over the remaining steps
+WARMUP_STEPS = 100
+
+
 def _lr(config: RetrieverTrainConfig, step: int) -> float:
-    warm = 100
-    if step < warm:
-        return config.lr * (step + 1) / warm
-    frac = (step - warm) / max(config.steps - warm, 1)
-    return config.lr * 0.5 * (1.0 + math.cos(math.pi * min(frac, 1.0)))
+    return warmup_cosine_lr(config.lr, step, WARMUP_STEPS, schedule_progress(step, WARMUP_STEPS, config.steps))
 
 
 def _resume(out: Path, net: RetrieverNet, optimizer: torch.optim.Optimizer,
@@ -359,14 +358,6 @@ def calibrate_thresholds(queries: QuerySet, rows: np.ndarray, retriever: Retriev
         out["max_entropy"] = float(min(1.0, np.percentile(entropies, 99.5)))
         out["entropy_p50"] = float(np.median(entropies))
     return out
-
-
-def _wandb(config: RetrieverTrainConfig, out: Path, mode: str | None):
-    if not mode or mode == "disabled":
-        return None
-    from r2a_core.wandb_run import start_wandb_run
-
-    return start_wandb_run("r2a-retriever", out.name, config.to_dict(), mode, out.parent)
 
 
 __all__ = ["calibrate_thresholds", "candidates_of", "evaluate", "future_errors_mm", "losses", "make_batch",

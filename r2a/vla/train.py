@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import copy
 import logging
-import math
 import os
 import time
 from dataclasses import dataclass, field, replace
@@ -18,8 +17,8 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from r2a_core.devices import training_device
 from r2a_core.errors import R2AInputError
+from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
 from r2a_core.types import OSC_POSE_DELTA
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
 from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
@@ -121,18 +120,17 @@ def losses(model: VLANet, batch: dict[str, Any], aux_weight: float,
     return total, {"loss": total.item(), **parts}
 
 
+#: the learning rate the cosine decays to
+FINAL_LR = 1e-5
+
+
 def _progress(config: TrainConfig, step: int, elapsed_s: float) -> float:
     """Fraction of the post-warmup schedule done: by steps, or by time when a time limit is further along."""
-    by_steps = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-    by_time = elapsed_s / config.time_limit_s if config.time_limit_s > 0 else 0.0
-    return min(1.0, max(by_steps, by_time))
+    return schedule_progress(step, config.warmup_steps, config.steps, elapsed_s, config.time_limit_s)
 
 
 def _lr(config: TrainConfig, step: int, elapsed_s: float = 0.0) -> float:
-    if step < config.warmup_steps:
-        return config.lr * (step + 1) / config.warmup_steps
-    progress = _progress(config, step, elapsed_s)
-    return 1e-5 + (config.lr - 1e-5) * 0.5 * (1 + math.cos(math.pi * progress))
+    return warmup_cosine_lr(config.lr, step, config.warmup_steps, _progress(config, step, elapsed_s), FINAL_LR)
 
 
 def _update_ema(ema: VLANet, model: VLANet, decay: float) -> None:
@@ -210,7 +208,7 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     data.materialize(device)
     ema = copy.deepcopy(model).eval()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
-    run = _wandb(config, out, wandb_mode)
+    run = training_wandb_run("r2a-policy", out, config.to_dict(), wandb_mode)
     rng, history = np.random.default_rng(config.seed), []
     sampling = sampling_probabilities(data.arrays, train_rows, config.task_weights,
                                        (config.release_weight, config.release_window),
@@ -324,12 +322,3 @@ def _save(ema: VLANet, data: Batches, prompts: dict[str, np.ndarray], config: Tr
     save_checkpoint(Checkpoint(model=ema, stats=data.stats, prompts=prompts, action_space=OSC_POSE_DELTA.to_dict(),
                                n_action_steps=config.n_action_steps, train_config=config.to_dict(),
                                provenance=provenance), out)
-
-
-def _wandb(config: TrainConfig, out: str | Path, mode: str | None):
-    if not mode or mode == "disabled":
-        return None
-    from r2a_core.wandb_run import start_wandb_run
-
-    Path(out).parent.mkdir(parents=True, exist_ok=True)
-    return start_wandb_run("r2a-policy", Path(out).name, config.to_dict(), mode, Path(out).parent)
