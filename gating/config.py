@@ -33,7 +33,9 @@ class GateTrainConfig(TypedConfig):
     batch_size: int = 256
     """rows per optimizer step (per process under torchrun: the global batch is this × processes)"""
     lr: float = 0.002
+    """AdamW learning rate, constant over the epochs (no warm-up or decay)"""
     weight_decay: float = 0.0001
+    """AdamW weight decay"""
     s_penalty: float = 0.0005
     """weight of mean S² in the loss: with no evidence that the reference is better, S stays near 0 (the base)"""
     balance_kinds: bool = False

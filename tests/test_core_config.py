@@ -146,13 +146,52 @@ def test_field_docs_flatten_sections_for_the_help():
     assert "  limit=null  an optional bound (null: none)" in text.splitlines()
 
 
-@pytest.mark.parametrize("module, cls", [("eval.bench_config", "BenchConfig"), ("graph_builder.config", "GraphConfig"),
-                                         ("r2a.vla.train_config", "TrainConfig")])
+#: the project's packages (docs/architecture.md, "The package rule")
+PACKAGES = ("r2a_core", "sim", "demos", "graph_builder", "r2a", "gating", "eval")
+
+
+def _project_configs() -> list[tuple[str, str]]:
+    """(module, class) of every TypedConfig subclass defined in the project's packages, read from the source."""
+    import ast
+
+    root = Path(__file__).resolve().parents[1]
+    found = []
+    for package in PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+                if isinstance(node, ast.ClassDef) and any(
+                        getattr(base, "id", getattr(base, "attr", None)) == "TypedConfig" for base in node.bases):
+                    module = ".".join(path.relative_to(root).with_suffix("").parts)
+                    found.append((module.removesuffix(".__init__"), node.name))
+    return found
+
+
+PROJECT_CONFIGS = _project_configs()
+
+
+def test_every_config_class_is_found():
+    import importlib
+
+    for module, _ in PROJECT_CONFIGS:
+        importlib.import_module(module)
+
+    def subclasses(cls: type) -> set[type]:
+        return {sub for direct in cls.__subclasses__() for sub in {direct} | subclasses(direct)}
+
+    project = {f"{c.__module__}.{c.__qualname__}" for c in subclasses(TypedConfig)
+               if c.__module__.split(".")[0] in PACKAGES}  # not this file's Example
+    assert project == {f"{m}.{c}" for m, c in PROJECT_CONFIGS}
+    assert {"GraphConfig", "BenchConfig", "TrainConfig", "GateTrainConfig", "RetrieverTrainConfig",
+            "R2AConfig", "CalibrationConfig"} <= {c for _, c in PROJECT_CONFIGS}
+
+
+@pytest.mark.parametrize("module, cls", PROJECT_CONFIGS)
 def test_every_project_config_documents_every_field(module, cls):
+    """Each field (sections flattened) has the docstring right below it that ``--help`` shows."""
     import importlib
 
     config_cls = getattr(importlib.import_module(module), cls)
     docs = field_docs(config_cls)
     undocumented = [name for name, (_, doc) in docs.items() if not doc]
-    assert not undocumented, f"{cls}: fields without a docstring: {undocumented}"
+    assert not undocumented, f"{module}.{cls}: fields without a docstring: {undocumented}"
     assert issubclass(config_cls, TypedConfig)
