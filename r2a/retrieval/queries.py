@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 #: the condition label of frames rendered without a shift
 CLEAN_CONDITION = "clean"
+#: the query cache's format name and version (in its ``meta``)
+FORMAT, FORMAT_VERSION = "r2a.retriever.queries", 1
 
 
 @dataclass
@@ -185,7 +187,7 @@ def save_query_set(qs: QuerySet, path: str | Path) -> Path:
     arrays = {k: getattr(qs, k) for k in ("query", "implied", "now_pos", "now_quat", "now_gripper", "phase", "step",
                                           "future_dpos", "future_gripper", "expert_actions", "base_chunk",
                                           "progress", "episode", "condition")}
-    meta = json.dumps({"format": "r2a.retriever.queries", "version": 1, "conditions": qs.conditions,
+    meta = json.dumps({"format": FORMAT, "version": FORMAT_VERSION, "conditions": qs.conditions,
                        "sources": qs.sources, "prompts": qs.prompt})
     with atomic_path(path) as tmp:
         np.savez_compressed(tmp, meta=np.array(meta), **arrays)
@@ -197,12 +199,12 @@ def load_query_set(path: str | Path) -> QuerySet:
 
     with np.load(path, allow_pickle=False) as data:
         meta = json.loads(str(data["meta"]))
-        if meta.get("format") != "r2a.retriever.queries" or meta.get("version") != 1:
-            raise R2AInputError(f"{path}: not a retriever query set of version 1 (format {meta.get('format')!r}, "
-                                f"version {meta.get('version')!r})")
+        if meta.get("format") != FORMAT or meta.get("version") != FORMAT_VERSION:
+            raise R2AInputError(f"{path}: not a retriever query set of version {FORMAT_VERSION} (format "
+                                f"{meta.get('format')!r}, version {meta.get('version')!r})")
         arrays = {k: data[k] for k in data.files if k != "meta"}
     return QuerySet(prompt=meta["prompts"], conditions=meta["conditions"], sources=meta["sources"], **arrays)
 
 
-__all__ = ["CLEAN_CONDITION", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations", "condition_of",
-           "frame_observation", "load_query_set", "save_query_set"]
+__all__ = ["CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION", "QuerySet", "base_chunks", "build_query_set",
+           "chunks_of_observations", "condition_of", "frame_observation", "load_query_set", "save_query_set"]
