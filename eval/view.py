@@ -1,7 +1,7 @@
 """``r2a bench view RUN_DIR --out DIR``: a results directory as one static HTML page that opens from disk.
 
 The page (:mod:`eval.view_page`) shows the report's headline and uplift tables, then every episode that the base
-policy and another policy both ran — the pairs of the report's headline (:func:`eval.report._shown_pairs`: the
+policy and another policy both ran — the pairs of the report's headline (:func:`eval.report.shown_pairs`: the
 summary's ``base_policy`` against each other policy) — filtered by task, factor, level and outcome (S→F: the
 baseline succeeded and the candidate failed; F→S; both failed; both succeeded), each side by side: the frame
 strip of both episodes where the run saved one (``r2a bench run --save-frames failures``), the stage timeline,
@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from eval.report import _headline_md, _shown_pairs, _uplift_md, job_key, load_records
+from eval.report import headline_md, job_key, load_records, shown_pairs, uplift_md
 from eval.runner import RESULTS
 from eval.schema import CLEAN, SUMMARY_SCHEMA, SUMMARY_SCHEMA_VERSION
 from eval.stats import transitions
@@ -67,8 +67,8 @@ def write_view(run_dir: str | Path, out_dir: str | Path, frames: str = "changed"
                 "frames": frames, "frames_saved": saved, "frames_copied": copied,
                 "gate_names": list(OSC_POSE_DELTA.names), "outcomes": list(OUTCOMES),
                 "initial_outcomes": list(INITIAL_OUTCOMES), "pairs": pairs}
-        headline = _markdown_html(_headline_md(summary.get("headline") or []))
-        uplift = _markdown_html(_uplift_md(summary["uplift"], summary["settings"].get("base_policy")))
+        headline = _markdown_html(headline_md(summary.get("headline") or []))
+        uplift = _markdown_html(uplift_md(summary["uplift"], summary["settings"].get("base_policy")))
         page = render_page(to_json_safe(data), headline, uplift, title=f"r2a bench view: {run_dir}")
         (tmp / INDEX).write_text(page, encoding="utf-8")
     size = sum(f.stat().st_size for f in out_dir.rglob("*") if f.is_file())
@@ -121,7 +121,7 @@ def view_pairs(records: Sequence[Mapping[str, Any]], summary: Mapping[str, Any])
     valid = {job_key(rec): rec for rec in records if rec.get("error") is None}
     order = {factor: i for i, factor in enumerate([CLEAN, *summary.get("factors", [])])}
     pairs = []
-    for baseline, candidate in _shown_pairs(summary["policies"], summary["settings"].get("base_policy")):
+    for baseline, candidate in shown_pairs(summary["policies"], summary["settings"].get("base_policy")):
         shared = [key[1:] for key in valid if key[0] == baseline and (candidate, *key[1:]) in valid]
         for task, factor, level, episode in sorted(shared, key=lambda k: (k[0], order.get(k[1], len(order)), *k[1:])):
             a, b = valid[(baseline, task, factor, level, episode)], valid[(candidate, task, factor, level, episode)]

@@ -369,7 +369,7 @@ def test_a_figure_that_becomes_empty_is_removed_on_the_next_report(tmp_path, sum
 
 
 def test_failure_depth_legend_names_only_stages_that_failed_and_explains_all_reached():
-    from eval.report import ALL_REACHED_LABEL, _plot_failure_depth
+    from eval.report.figures import ALL_REACHED_LABEL, _plot_failure_depth
 
     recs = [record("base", "Lift", "clean", 0, 0, True), record("r2a", "Lift", "clean", 0, 0, True),
             record("base", "Lift", "clean", 0, 1, False, reached=[True, True, True]),   # latched all, not held
@@ -381,7 +381,7 @@ def test_failure_depth_legend_names_only_stages_that_failed_and_explains_all_rea
 
 
 def test_delta_axis_is_not_blown_up_around_a_tiny_effect(summary):
-    from eval.report import _plot_delta_sr
+    from eval.report.figures import _plot_delta_sr
 
     fig = _plot_delta_sr(summary)
     for ax in fig.axes:
