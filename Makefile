@@ -88,7 +88,7 @@ $(LIBERO_STAMP): $(STAMP)
 install-libero: install $(LIBERO_STAMP)
 
 test-libero: install-libero
-	$(PY) -m pytest -q tests/test_libero.py
+	$(PY) -m pytest -q tests/test_libero.py tests/test_shift_libero.py
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

@@ -13,9 +13,9 @@ import sim.shifts as shifts
 from sim.shifts import (FACTOR_CLASSES, FACTOR_NAMES, ShiftHooks, get_factor, load_factors, obs_rng, params_rng,
                          sample_params)
 from sim.shifts.config import DEFAULT_FACTORS_YAML, load_factor_levels
-from sim.shifts.language import load_instructions
+from sim.shifts.language import load_instructions, rewrites_path
 from sim.shifts.noise import CORRUPTIONS, SEVERITY_KEY, NoiseShift, corrupt
-from sim.envs.tasks import BUILTIN_TASKS
+from sim.envs.tasks import BUILTIN_TASKS, TASKS
 from r2a_core.errors import R2AInputError
 
 EXPECTED = ("camera", "robot_init", "language", "light", "background", "noise", "layout")
@@ -54,8 +54,8 @@ def test_level_zero_hooks_are_a_no_op():
 
 
 @pytest.mark.parametrize("name", EXPECTED)
-@pytest.mark.parametrize("task", list(BUILTIN_TASKS))
-def test_sampling_is_deterministic_jsonable_and_varied(name, task):
+@pytest.mark.parametrize("task", [*BUILTIN_TASKS, "libero_spatial/0", "libero_object/0"])
+def test_sampling_is_deterministic_jsonable_and_varied(name, task):  # pure: LIBERO's tasks need no libero here
     for level in (1, 2, 3):
         a = sample_params(name, level, 11, task)
         assert a == sample_params(name, level, 11, task)
@@ -141,13 +141,53 @@ def test_another_config_changes_the_levels(tmp_path):
 
 
 # ---------------------------------------------------------------------------------------------- language
-@pytest.mark.parametrize("task", list(BUILTIN_TASKS))
+@pytest.mark.parametrize("task", list(TASKS))
 def test_every_task_has_rewrites_at_every_level(task):
     rewrites = load_instructions(task)
-    original = BUILTIN_TASKS[task].instruction
+    original = TASKS[task].instruction
     for level in (1, 2, 3):
         assert len(rewrites[level]) >= 3 and original not in rewrites[level]
+        assert len(set(rewrites[level])) == len(rewrites[level])
     assert not set(rewrites[1]) & set(rewrites[3])
+    assert yaml.safe_load(rewrites_path(task).read_text())["original"] == original
+
+
+#: libero_spatial's scenes hold two identical black bowls: which one a task means is only said by where it is
+RAMEKIN = ("ramekin", "small dish", "little dish")
+SPATIAL_LANDMARKS = {0: ("between", "in the middle of the plate and the ramekin"), 1: RAMEKIN,
+                     2: ("center", "centre", "middle", "central"), 3: ("cookie",), 4: ("drawer",), 5: RAMEKIN,
+                     6: ("cookie",), 7: ("stove", "cooker", "burner"),
+                     8: ("next to the plate", "beside the plate", "by the plate", "near the plate", "beside it"),
+                     9: ("cabinet",)}
+ON = ("on the", "on top of", "off the", "stacked on", "from the stove", "from the top")
+NEXT_TO = ("next to", "beside", "by the", "near the", "company")
+
+
+@pytest.mark.parametrize("index", range(10))
+def test_libero_spatial_rewrites_keep_which_bowl(index):
+    for level, rewrites in load_instructions(f"libero_spatial/{index}").items():
+        for text in rewrites:
+            assert any(word in text for word in SPATIAL_LANDMARKS[index]), (index, level, text)
+            if index in (1, 6):  # next to the ramekin / the cookie box, not on it
+                assert any(word in text for word in NEXT_TO), (index, level, text)
+            if index in (3, 5):  # on the cookie box / the ramekin, not next to it
+                assert any(word in text for word in ON) and not any(w in text for w in NEXT_TO), (index, level, text)
+            if index == 9:  # on the cabinet, not in its drawer
+                assert "drawer" not in text, (index, level, text)
+
+
+def test_a_suite_task_has_its_rewrites_in_the_suite_folder(tmp_path):
+    assert rewrites_path("libero_spatial/3").relative_to(rewrites_path("Lift").parent) == Path(
+        "libero_spatial/3.yaml")
+    with pytest.raises(R2AInputError, match="not a task name"):
+        rewrites_path("../Lift")
+    (tmp_path / "libero_object").mkdir()
+    (tmp_path / "libero_object" / "1.yaml").write_text(
+        (rewrites_path("libero_object/0")).read_text())  # a copy that still names task 0
+    with pytest.raises(R2AInputError, match="holds the rewrites of task 'libero_object/0', not of 'libero_object/1'"):
+        load_instructions("libero_object/1", str(tmp_path))
+    with pytest.raises(R2AInputError, match="tasks with rewrites: libero_object/1"):
+        load_instructions("libero_object/2", str(tmp_path))
 
 
 def test_language_changes_only_the_prompt():

@@ -88,7 +88,10 @@ def apply_shift(sim: "SimEnv", factor: str | ShiftFactor, level: int, seed: int 
 
     Call after ``sim.reset(seed)`` and after recording the fingerprint. ``seed`` and ``task`` default to the
     simulator's. With ``refresh`` (default) the simulator's observation is recomputed, so ``sim.observe()``
-    shows the shifted scene; pass it through ``factor.transform_obs`` before a policy sees it.
+    shows the shifted scene; pass it through ``factor.transform_obs`` before a policy sees it. A factor that
+    does not touch the simulator (language, noise) leaves the reset's observation as it was: LIBERO's is the last
+    settling step's, rendered from the kinematics a physics substep before the state, and a re-render would differ
+    from it by ±1 in a few pixels of the wrist camera.
     Call ``undo()`` before the next episode: it restores the clean model (the next reset restores the state).
     """
     factor = get_factor(factor) if isinstance(factor, str) else factor
@@ -97,7 +100,7 @@ def apply_shift(sim: "SimEnv", factor: str | ShiftFactor, level: int, seed: int 
         raise R2AInputError("apply_shift needs a seed: reset the simulator first or pass seed=")
     params = sample_params(factor, level, seed, task or sim.task.name)
     undo = factor.apply(sim, params)
-    if refresh:
+    if refresh and type(factor).apply is not ShiftFactor.apply:  # nothing edited, nothing to re-render
         sim.refresh_observation()
     return params, undo
 

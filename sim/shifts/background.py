@@ -5,6 +5,12 @@ and value from the level's ranges; MuJoCo multiplies it with the surface's textu
 ``swap_prob``, another texture: its geoms take another of the arena's existing materials (swapping a geom's
 material needs no render-context rebuild; changing a material's texture would). Task objects and the robot keep
 their look. In PickPlaceCan the "table" is the two bins and their legs. Only visual geoms are edited.
+
+LIBERO's scenes (:func:`sim.shifts.base.scene_of`): libero_spatial's main table (its top and legs), floor and
+walls, with LIBERO's arena materials (its table, legs, floor, wall and robosuite table textures); libero_object's
+scenes have no table, so only the floor and the walls change (a level asking for more surfaces recolours both),
+and the floor may take the walls', the living-room, the table or the legs' texture. The fixtures (cabinet,
+stove) are scene objects, not background, and keep their look.
 """
 
 from __future__ import annotations
@@ -14,27 +20,30 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import INT, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, band, raw_model, uniform
+from sim.shifts.base import (BINS, INT, LIBERO_FLOOR, LIBERO_TABLE, PROB, RANGE, TABLE, ArraySnapshot, ShiftFactor,
+                              Undo, band, raw_model, scene_of, uniform)
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
 
 SURFACES = ("table", "floor", "walls")
-#: textured materials of robosuite's arenas that a surface may take (objects' and robot's materials excluded)
+#: the surfaces each scene kind has (LIBERO's floor scenes have no table)
+SCENE_SURFACES = {TABLE: SURFACES, BINS: SURFACES, LIBERO_TABLE: SURFACES, LIBERO_FLOOR: ("floor", "walls")}
+#: textured materials of each scene's arena that a surface may take (objects' and robot's materials excluded)
 ARENA_MATERIALS = {
-    "table": ("table_ceramic", "table_mat", "table_legs_metal", "floorplane", "walls_mat"),
-    "bins": ("light-wood", "dark-wood", "table_legs_metal", "floorplane", "walls_mat"),
+    TABLE: ("table_ceramic", "table_mat", "table_legs_metal", "floorplane", "walls_mat"),
+    BINS: ("light-wood", "dark-wood", "table_legs_metal", "floorplane", "walls_mat"),
+    LIBERO_TABLE: ("table_texture", "table_legs", "table_mat", "floorplane", "walls_mat"),
+    LIBERO_FLOOR: ("floorplane", "walls_mat", "living_room", "table_texture", "table_legs"),
 }
-#: each surface's own material per arena (a swap picks another one)
+#: each surface's own material per scene (a swap picks another one)
 NATIVE_MATERIAL = {
-    "table": {"table": "table_ceramic", "floor": "floorplane", "walls": "walls_mat"},
-    "bins": {"table": "light-wood", "floor": "floorplane", "walls": "walls_mat"},
+    TABLE: {"table": "table_ceramic", "floor": "floorplane", "walls": "walls_mat"},
+    BINS: {"table": "light-wood", "floor": "floorplane", "walls": "walls_mat"},
+    LIBERO_TABLE: {"table": "table_texture", "floor": "floorplane", "walls": "walls_mat"},
+    LIBERO_FLOOR: {"floor": "floorplane", "walls": "walls_mat"},
 }
-
-
-def arena_of(task: str) -> str:
-    return "bins" if task == "PickPlaceCan" else "table"
 
 
 class BackgroundShift(ShiftFactor):
@@ -48,16 +57,18 @@ class BackgroundShift(ShiftFactor):
         count = spec["surfaces"]
         if not 1 <= count <= len(SURFACES):
             raise R2AInputError(f"background.surfaces must be 1..{len(SURFACES)}, got {count}")
-        chosen = sorted(rng.choice(len(SURFACES), size=count, replace=False).tolist())
-        arena = arena_of(task)
+        arena = scene_of(task)
+        surfaces = SCENE_SURFACES[arena]
+        count = min(count, len(surfaces))
+        chosen = sorted(rng.choice(len(surfaces), size=count, replace=False).tolist())
         changes = {}
         for i in chosen:
-            materials = [m for m in ARENA_MATERIALS[arena] if m != NATIVE_MATERIAL[arena][SURFACES[i]]]
+            materials = [m for m in ARENA_MATERIALS[arena] if m != NATIVE_MATERIAL[arena][surfaces[i]]]
             rgb = colorsys.hsv_to_rgb(rng.uniform(0.0, 1.0), uniform(rng, spec["saturation"]),
                                       uniform(rng, spec["value"]))
             swap = bool(rng.random() < spec["swap_prob"])
             material = materials[int(rng.integers(len(materials)))] if swap else None
-            changes[SURFACES[i]] = {"rgb": [float(c) for c in rgb], "material": material}
+            changes[surfaces[i]] = {"rgb": [float(c) for c in rgb], "material": material}
         return {"surfaces": changes}
 
     knobs = ("background",)
@@ -91,19 +102,14 @@ class BackgroundShift(ShiftFactor):
             # multiplies its texture
             model.geom_rgba[geoms] = [*change["rgb"], 1.0]
         sim.sim.forward()
-
-        def undo() -> None:
-            snapshot.restore()
-            sim.sim.forward()
-
-        return undo
+        return snapshot.undo_for(sim)
 
 
 def surface_geoms(sim: "SimEnv") -> dict[str, list[int]]:
-    """Visual geoms of each surface group: table (or bins) with legs, floor, walls."""
+    """Visual geoms of each surface group of the scene: table (or bins) with legs, floor, walls."""
     model = raw_model(sim)
     names = sim.sim.model
-    groups: dict[str, list[int]] = {s: [] for s in SURFACES}
+    groups: dict[str, list[int]] = {s: [] for s in SCENE_SURFACES[scene_of(sim.task.name)]}
     for g in range(model.ngeom):
         name = names.geom_id2name(g) or ""
         body = names.body_id2name(int(model.geom_bodyid[g])) or ""
@@ -112,7 +118,7 @@ def surface_geoms(sim: "SimEnv") -> dict[str, list[int]]:
             groups["floor"].append(g)
         elif name.startswith("wall_"):
             groups["walls"].append(g)
-        elif visual and (body == "table" or body in ("bin1", "bin2")):
+        elif visual and (body == "table" or body in ("bin1", "bin2")) and "table" in groups:
             groups["table"].append(g)
     empty = [s for s, geoms in groups.items() if not geoms]
     if empty:

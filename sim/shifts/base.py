@@ -205,6 +205,37 @@ def signed_uniform(rng: np.random.Generator, bounds: list[float]) -> float:
     return float(rng.choice((-1.0, 1.0)) * rng.uniform(bounds[0], bounds[1]))
 
 
+#: the scene kinds the factors tell apart (their one per-backend switch): robosuite's table arena (Lift, Stack,
+#: StackThree) and bins arena (PickPlaceCan), LIBERO's table scenes (libero_spatial: the main table) and floor
+#: scenes (libero_object: objects on the floor, no table)
+TABLE, BINS, LIBERO_TABLE, LIBERO_FLOOR = "table", "bins", "libero_table", "libero_floor"
+#: the scene kind of each LIBERO suite r2a registers
+LIBERO_SUITE_SCENES = {"libero_spatial": LIBERO_TABLE, "libero_object": LIBERO_FLOOR}
+
+
+def scene_of(task: str) -> str:
+    """The kind of scene ``task`` is set in (from the task registry alone: samplers run without a simulator).
+
+    Factors that depend on the scene (background's surfaces and materials, layout's placement) key their
+    per-scene choices on it; an unregistered name counts as robosuite's table arena.
+    """
+    from sim.envs.libero_tasks import LIBERO_TASKS
+
+    if task == "PickPlaceCan":
+        return BINS
+    if task in LIBERO_TASKS:
+        suite = LIBERO_TASKS[task].suite
+        if suite not in LIBERO_SUITE_SCENES:
+            raise R2AInputError(f"no shift scene kind for LIBERO suite '{suite}': add it to "
+                                "sim.shifts.base.LIBERO_SUITE_SCENES")
+        return LIBERO_SUITE_SCENES[suite]
+    return TABLE
+
+
+def is_libero_scene(scene: str) -> bool:
+    return scene in (LIBERO_TABLE, LIBERO_FLOOR)
+
+
 def raw_model(sim: "SimEnv"):
     """The ``mujoco.MjModel`` behind robosuite's wrapper (its arrays are edited in place)."""
     return sim.mj_model
@@ -226,6 +257,14 @@ class ArraySnapshot:
     def restore(self) -> None:
         for array, index, value in reversed(self._saved):
             array[index] = value
+
+    def undo_for(self, sim: "SimEnv") -> Undo:
+        """A factor's ``undo``: write the saved arrays back and recompute the simulator's derived quantities."""
+        def undo() -> None:
+            self.restore()
+            sim.sim.forward()
+
+        return undo
 
 
 def view_pivot(sim: "SimEnv", camera: str = "agentview") -> np.ndarray:

@@ -75,12 +75,7 @@ class CameraShift(ShiftFactor):
         model.cam_pos[cam] = pos
         model.cam_quat[cam] = matrix_to_quat(rot)
         sim.sim.forward()
-
-        def undo() -> None:
-            snapshot.restore()
-            sim.sim.forward()
-
-        return undo
+        return snapshot.undo_for(sim)
 
 
 def shifted_pose(pos: np.ndarray, rot: np.ndarray, pivot: np.ndarray,

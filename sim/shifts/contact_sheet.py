@@ -1,11 +1,14 @@
 """Contact sheet of the shift factors: the agentview image of one episode, clean and under every factor × level.
 
     python -m sim.shifts.contact_sheet --task Lift --out docs/shifts/
+    python -m sim.shifts.contact_sheet --task libero_spatial/0 --wrist --out docs/shifts/
 
-writes ``<out>/contact_sheet_<Task>.png``: one row per factor, columns clean, L1, L2, L3, all from the same
-seed. Each cell is captioned with the sampled parameters (the language row: the instruction the policy receives;
-robot_init: also the measured displacement of the grip site). After each shifted image the clean
-model is restored and the sheet checks that the clean image comes back bit-identical. It also writes
+writes ``<out>/contact_sheet_<Task>.png`` (a ``/`` in the task name becomes ``_``:
+``contact_sheet_libero_spatial_0.png``): one row per factor, columns clean, L1, L2, L3, all from the same
+seed; with ``--wrist`` each factor's row is followed by the wrist camera's. Each cell is captioned with the
+sampled parameters (the language row: the instruction the policy receives; robot_init: also the measured
+displacement of the grip site). After each shifted image the clean
+model is restored and the sheet checks that the clean images come back bit-identical. It also writes
 ``<out>/noise_types_<Task>.png``: each image corruption of the noise factor at every level (the contact sheet
 shows only the one corruption its seed drew).
 """
@@ -60,22 +63,30 @@ def _levels_status(config: str | Path | None) -> str:
     return f"{status} on {policy}" if policy and status != "provisional" else status
 
 
+def sheet_stem(task: str) -> str:
+    """A task name as a file-name part: ``libero_spatial/0`` → ``libero_spatial_0``."""
+    return str(task).replace("/", "_")
+
+
 def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
-                         config: str | Path | None = None) -> np.ndarray:
-    """The sheet as an RGB uint8 image."""
+                         config: str | Path | None = None, wrist: bool = False) -> np.ndarray:
+    """The sheet as an RGB uint8 image (with ``wrist``, a wrist-camera row under each factor's row)."""
     from sim.envs.backends import make_sim
     from sim.envs.robosuite_env import SimConfig
     from sim.shifts import FACTOR_NAMES, LEVELS, ShiftHooks, get_factor
 
-    sim = make_sim(SimConfig(task=task, cameras=("agentview",), image_size=size))
-    key = image_key("agentview")
+    cameras = ("agentview", "wrist") if wrist else ("agentview",)
+    sim = make_sim(SimConfig(task=task, cameras=cameras, image_size=size))
+    keys = [image_key(camera) for camera in cameras]
+    key = keys[0]
     try:
         clean_obs = sim.reset(seed)
-        clean = clean_obs[key].copy()
+        clean = {k: clean_obs[k].copy() for k in keys}
         rows = []
         for name in FACTOR_NAMES:
             factor = get_factor(name, config)
-            cells = [_cell(clean, "clean", clean_obs[PROMPT] if name == "language" else "")]
+            cells = [_cell(clean[key], "clean", clean_obs[PROMPT] if name == "language" else "")]
+            wrist_cells = [_cell(clean[k], "clean", "") for k in keys[1:]]
             for level in LEVELS:
                 sim.reset(seed)
                 ee_before = sim.ee_pos()
@@ -85,17 +96,24 @@ def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
                 if name == "robot_init":
                     caption += f" dEE {100 * np.linalg.norm(sim.ee_pos() - ee_before):.1f}cm"
                 cells.append(_cell(obs[key], f"L{level}", caption))
+                wrist_cells += [_cell(obs[k], f"L{level}", "") for k in keys[1:]]
                 hooks.close()
-                restored = sim.reset(seed)[key]
-                if not np.array_equal(restored, clean):
-                    raise RuntimeError(f"factor '{name}' L{level}: undo did not restore the clean image")
+                restored = sim.reset(seed)
+                if not all(np.array_equal(restored[k], clean[k]) for k in keys):
+                    raise RuntimeError(f"factor '{name}' L{level}: undo did not restore the clean images")
             label = np.zeros((size, LABEL_WIDTH, 3), np.uint8)
             _put_text(label, name, (4, size // 2), scale=0.42, box=False)
             _put_text(label, "state" if factor.modifies_state else "obs only", (4, size // 2 + 16), scale=0.35,
                       colour=(170, 170, 170), box=False)
             rows.append(np.concatenate([label, *cells], axis=1))
+            if wrist_cells:
+                label = np.zeros((size, LABEL_WIDTH, 3), np.uint8)
+                _put_text(label, f"{name}", (4, size // 2), scale=0.42, colour=(170, 170, 170), box=False)
+                _put_text(label, "wrist camera", (4, size // 2 + 16), scale=0.35, colour=(170, 170, 170), box=False)
+                rows.append(np.concatenate([label, *wrist_cells], axis=1))
         header = np.zeros((18, rows[0].shape[1], 3), np.uint8)
-        _put_text(header, f"{task}  seed {seed}  agentview {size}px  (levels {_levels_status(config)})", (4, 13),
+        views = "agentview + wrist" if wrist else "agentview"
+        _put_text(header, f"{task}  seed {seed}  {views} {size}px  (levels {_levels_status(config)})", (4, 13),
                   scale=0.4, box=False)
         return np.concatenate([header, *rows], axis=0)
     finally:
@@ -155,14 +173,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", type=int, default=128, help="image side in pixels (default: 128)")
     parser.add_argument("--config", help="shift-level YAML (default: configs/bench/factors.yaml)")
     parser.add_argument("--out", default="docs/shifts", help="output directory (default: docs/shifts)")
+    parser.add_argument("--wrist", action="store_true", help="add the wrist camera's row under each factor's row")
+    parser.add_argument("--no-noise-types", action="store_true",
+                        help="skip noise_types_<Task>.png (the corruptions do not depend on the scene)")
     args = parser.parse_args(argv)
     args.task = canonical_task_name(args.task)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sheets = {f"contact_sheet_{args.task}.png": render_contact_sheet(args.task, args.seed, args.size, args.config),
-              # smaller cells: pixel noise hardly compresses and the docs' images should stay small
-              f"noise_types_{args.task}.png": render_noise_types(args.task, args.seed, min(args.size, NOISE_STRIP_SIZE),
-                                                                 args.config)}
+    stem = sheet_stem(args.task)
+    # one simulator at a time: each is closed before the next is built
+    sheets = {f"contact_sheet_{stem}.png": render_contact_sheet(args.task, args.seed, args.size, args.config,
+                                                                wrist=args.wrist)}
+    if not args.no_noise_types:
+        # smaller cells: pixel noise hardly compresses and the docs' images should stay small
+        sheets[f"noise_types_{stem}.png"] = render_noise_types(args.task, args.seed, min(args.size, NOISE_STRIP_SIZE),
+                                                               args.config)
     for name, sheet in sheets.items():
         path = out / name
         cv2.imwrite(str(path), cv2.cvtColor(sheet, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_PNG_COMPRESSION, 9])

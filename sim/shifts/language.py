@@ -1,7 +1,9 @@
 """Language shift: replace the instruction with a paraphrase (L1), a vaguer one (L2) or a vague/indirect one (L3).
 
 The rewrites live in ``configs/language/<Task>.yaml`` (keys ``L1``–``L3``, several instructions each; LIBERO-Plus
-used LLM rewrites); the sampler picks one per episode. Only the ``prompt`` the policy sees changes.
+used LLM rewrites); the sampler picks one per episode. Only the ``prompt`` the policy sees changes. A task name
+with a suite, ``<suite>/<index>`` (LIBERO's ``libero_spatial/3``), has its file in the suite's folder:
+``configs/language/libero_spatial/3.yaml``.
 """
 
 from __future__ import annotations
@@ -23,12 +25,26 @@ LANGUAGE_DIR = shipped_path("configs/language")
 FORMAT_VERSION = 1
 
 
+def rewrites_path(task: str, directory: str | Path | None = None) -> Path:
+    """The rewrites file of ``task``: ``<dir>/<Task>.yaml``; ``<dir>/<suite>/<index>.yaml`` for ``<suite>/<index>``."""
+    parts = str(task).split("/")
+    if not all(parts) or any(part in (".", "..") or "\\" in part for part in parts):
+        raise R2AInputError(f"'{task}' is not a task name (expected <Task> or <suite>/<index>)")
+    return Path(directory or LANGUAGE_DIR).joinpath(*parts[:-1], f"{parts[-1]}.yaml")
+
+
+def tasks_with_rewrites(directory: str | Path | None = None) -> list[str]:
+    """The task names that have a rewrites file (``libero_spatial/3`` for a file in a suite's folder)."""
+    root = Path(directory or LANGUAGE_DIR)
+    return sorted(p.relative_to(root).with_suffix("").as_posix() for p in root.rglob("*.yaml"))
+
+
 @lru_cache(maxsize=None)
 def load_instructions(task: str, directory: str | None = None) -> dict[int, tuple[str, ...]]:
     """The rewritten instructions of ``task`` per level, validated."""
-    path = Path(directory or LANGUAGE_DIR) / f"{task}.yaml"
+    path = rewrites_path(task, directory)
     if not path.is_file():
-        available = sorted(p.stem for p in Path(directory or LANGUAGE_DIR).glob("*.yaml"))
+        available = tasks_with_rewrites(directory)
         raise R2AInputError(f"no instruction rewrites for task '{task}' ({path} not found); tasks with rewrites: "
                             f"{', '.join(available) or 'none'}")
     doc = yaml.safe_load(path.read_text())
@@ -38,6 +54,8 @@ def load_instructions(task: str, directory: str | None = None) -> dict[int, tupl
     if unknown:
         raise R2AInputError(f"{path}: unknown key '{unknown[0]}'; valid keys: format_version, task, original, "
                             "L1, L2, L3")
+    if doc.get("task", task) != task:
+        raise R2AInputError(f"{path}: holds the rewrites of task '{doc['task']}', not of '{task}'")
     out = {}
     for level in (1, 2, 3):
         items = doc.get(f"L{level}")

@@ -14,6 +14,10 @@ re-shaped (box, cylinder or sphere), coloured and set onto the table near the ob
 but do not collide, so the gripper passes through them and a privileged expert is not affected. With
 ``lookalike_prob`` one distractor takes the target object's colour. This is a *visual* distractor test, honestly
 weaker than LIBERO-Plus's physical distractor objects.
+
+**LIBERO's scenes** (:func:`sim.shifts.base.scene_of`) follow the same two rules with LIBERO's own ranges: every
+object leaves its LIBERO init box for the ring widened by ``extra_m``, and the distractors are visual clones of the
+scene's own objects; :mod:`sim.shifts.layout_libero` says how.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import (INT, NUMBER, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, raw_data, raw_model,
-                              uniform)
+from sim.shifts import layout_libero
+from sim.shifts.base import (INT, NUMBER, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, is_libero_scene, raw_data,
+                              raw_model, scene_of, uniform)
 from r2a_core.errors import R2AInputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,10 +79,14 @@ class LayoutShift(ShiftFactor):
     level_schema = {"extra_m": NUMBER, "distractors": INT, "distractor_size_m": RANGE, "lookalike_prob": PROB}
 
     def _sample(self, spec: dict[str, Any], rng: np.random.Generator, task: str) -> dict[str, Any]:
-        if task not in REGIONS:
-            raise R2AInputError(f"layout: no placement region for task '{task}'; known: {', '.join(REGIONS)}")
+        libero = is_libero_scene(scene_of(task))
+        if task not in REGIONS and not libero:
+            raise R2AInputError(f"layout: no placement region for task '{task}'; known: {', '.join(REGIONS)} "
+                                "and the LIBERO tasks")
         if spec["distractors"] > len(DISTRACTOR_GEOMS):
             raise R2AInputError(f"layout.distractors: at most {len(DISTRACTOR_GEOMS)}, got {spec['distractors']}")
+        if libero:
+            return layout_libero.sample(spec, rng, task)
         region = REGIONS[task]
         centre, clean = np.array(region.centre), np.array(region.clean_half)
         outer = np.minimum(clean + spec["extra_m"], region.bound_half)
@@ -115,10 +124,15 @@ class LayoutShift(ShiftFactor):
                 "distractor_size_m": [0.02, 0.03], "lookalike_prob": self.OUTER["lookalike_prob"] * s}
 
     def describe(self, params: dict[str, Any]) -> str:
-        return f"+{100 * params['extra_m']:.0f}cm, {len(params['distractors'])} distractors"
+        lookalike = any(d.get("lookalike") or d.get("colour") == "lookalike" for d in params["distractors"])
+        return (f"+{100 * params['extra_m']:.1f}cm, {len(params['distractors'])} distractors"
+                + (" (1 look-alike)" if lookalike else ""))
 
     def apply(self, sim: "SimEnv", params: dict[str, Any]) -> Undo:
         import mujoco
+
+        if is_libero_scene(scene_of(sim.task.name)):
+            return layout_libero.apply(sim, params, DISTRACTOR_GEOMS)
 
         model, data = raw_model(sim), raw_data(sim)
         for name, xy in params["positions"].items():
@@ -153,12 +167,7 @@ class LayoutShift(ShiftFactor):
             model.geom_rbound[g] = float(np.linalg.norm(model.geom_size[g]))
         sim.sim.forward()
         sim.mark_initial_state()
-
-        def undo() -> None:
-            snapshot.restore()
-            sim.sim.forward()
-
-        return undo
+        return snapshot.undo_for(sim)
 
 
 def _inside(offset: np.ndarray, half: np.ndarray) -> bool:

@@ -3,7 +3,10 @@
 The scene's lights and MuJoCo's headlight are scaled together by ``intensity`` and tinted with the colour of a
 black body at ``temperature_k`` (a shift in mired from 6500 K, warm or cool); every light's direction is tilted
 by ``tilt_deg`` toward the azimuth ``tilt_azimuth_deg`` (staying above the table) and it is moved so that it
-still shines at the table centre; with ``shadows`` the lights cast shadows and the offscreen scene renders them.
+still shines where it did: a directional light (robosuite's arenas) at the table centre, a spot light (LIBERO's
+scenes: two spots, one lighting the table obliquely, one aimed off it) at the point of the table plane its axis
+met — aiming LIBERO's spots at the table centre would double the light on the table. With ``shadows`` the lights
+cast shadows and the offscreen scene renders them.
 """
 
 from __future__ import annotations
@@ -73,9 +76,11 @@ class LightShift(ShiftFactor):
         pivot = view_pivot(sim)
         for i in range(model.nlight):
             new_dir = tilted(np.array(model.light_dir[i]), params["tilt_deg"], params["tilt_azimuth_deg"])
-            distance = float(np.linalg.norm(model.light_pos[i] - pivot))
+            target = aim_point(np.array(model.light_pos[i]), np.array(model.light_dir[i]), sim.table_height(),
+                               pivot) if is_spot(model, i) else pivot
+            distance = float(np.linalg.norm(model.light_pos[i] - target))
             model.light_dir[i] = new_dir
-            model.light_pos[i] = pivot - distance * new_dir
+            model.light_pos[i] = target - distance * new_dir
         if params["shadows"]:
             model.light_castshadow[:] = 1
             if ctx is not None:
@@ -89,6 +94,21 @@ class LightShift(ShiftFactor):
             sim.sim.forward()
 
         return undo
+
+
+def is_spot(model, light: int) -> bool:
+    """Whether light ``light`` is a spot (its position and aim matter) rather than a directional light."""
+    if hasattr(model, "light_type"):  # MuJoCo >= 3.3: mjLIGHT_SPOT = 0
+        return int(model.light_type[light]) == 0
+    return not bool(model.light_directional[light])
+
+
+def aim_point(pos: np.ndarray, direction: np.ndarray, height: float, fallback: np.ndarray) -> np.ndarray:
+    """Where a light's axis meets the plane z = ``height`` (``fallback`` if it points level or up)."""
+    d = direction / np.linalg.norm(direction)
+    if d[2] > -1e-3:
+        return fallback
+    return pos + d * (pos[2] - height) / -d[2]
 
 
 def tilted(direction: np.ndarray, tilt_deg: float, azimuth_deg: float) -> np.ndarray:
