@@ -11,7 +11,7 @@ QUICKSTART_R2A := r2a-harmonize-hold:?graph=$(QUICKSTART_DIR)/lift_graph&retriev
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: install system-deps quickstart test test-all results ablations headroom clean
+.PHONY: install system-deps quickstart test test-all lint results ablations headroom clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -92,6 +92,10 @@ test-libero: install-libero
 
 test: install
 	$(PY) -m pytest -q -m "not slow"
+
+# ruff's rules E, F, I, B as pyproject.toml sets them (.ci/run runs it before the tests)
+lint: install
+	$(VENV)/bin/ruff check .
 
 test-all: install
 	$(PY) -m pytest -q

@@ -56,8 +56,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     s.add_argument("--fit-clean", nargs="+", default=[], type=Path, metavar="FILE",
                    help="clean renders (training-split seeds) to fit the visual-OOD detector's threshold on")
     s.add_argument("--fit-shifted", nargs="+", default=[], type=Path, metavar="FILE",
-                   help="renders under training-split shifts (r2a demos rerender --shift): the detector fires on light and "
-                        "background, not on clean frames or the other factors; ROC-AUC per condition")
+                   help="renders under training-split shifts (r2a demos rerender --shift): the detector fires on light "
+                        "and background, not on clean frames or the other factors; ROC-AUC per condition")
     o = sub.add_parser("image-ood", help="score image statistics' visual-OOD detector on renders it was not fitted "
                                          "on: ROC-AUC of clean vs each shift condition, and how often it fires")
     o.add_argument("stats", type=Path, help="image statistics (r2a demos image-stats --out)")

@@ -122,7 +122,8 @@ def _shift_hooks(spec: str | None):
     try:
         return ShiftHooks(get_factor(name.strip()), check_level(int(level)))
     except ValueError:
-        raise R2AInputError(f"--shift {spec}: expected FACTOR:LEVEL with a level 1, 2 or 3, e.g. background:2") from None
+        raise R2AInputError(f"--shift {spec}: expected FACTOR:LEVEL with a level 1, 2 or 3, "
+                            "e.g. background:2") from None
 
 
 def _episode_perturbation(config: CollectConfig, sim, seed: int):
@@ -155,7 +156,8 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     jobs = [(i, config.seed + i) for i in range(config.episodes)]
     successes = frames = 0
     start = time.perf_counter()
-    with HDF5EpisodeWriter(config.out, env_args, problem_info, extra_attrs=extra_attrs) as writer, _pool(config) as pool, \
+    with HDF5EpisodeWriter(config.out, env_args, problem_info, extra_attrs=extra_attrs) as writer, \
+            _pool(config) as pool, \
             tqdm(total=len(jobs), desc=f"collect {config.task}", unit="ep", disable=not progress) as bar:
         for index, episode in pool.imap_unordered(_record, jobs):
             writer.add(episode, index)

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import hashlib
 from pathlib import Path
+from typing import Any
 
 from r2a_core.errors import R2AInputError
 from r2a_core.types import Episode

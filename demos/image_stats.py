@@ -10,8 +10,15 @@ import numpy as np
 
 from r2a_core.errors import R2AInputError
 from r2a_core.seeds import TEST_SEED_START
-from r2a_core.visual_ood import (ImageStats, fit_camera_stats, fit_start_reference, fit_threshold,
-                                 pooled_image_features, roc_auc, save_image_stats)
+from r2a_core.visual_ood import (
+    ImageStats,
+    fit_camera_stats,
+    fit_start_reference,
+    fit_threshold,
+    pooled_image_features,
+    roc_auc,
+    save_image_stats,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +69,8 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
     clean_eps, shifted_eps = training_split_renders(clean), training_split_renders(shifted)
     record: dict[str, Any] = {}
     for camera, cam_stats in stats.cameras.items():
-        by_condition = _scores(cam_stats, _features_by_condition(camera, clean_eps, shifted_eps, stride), photometric=True)
+        by_condition = _scores(cam_stats, _features_by_condition(camera, clean_eps, shifted_eps, stride),
+                               photometric=True)
         positive = [c for c in by_condition if c.split(":")[0] in photometric_factors]
         if len(by_condition["clean"]) < 2 or not positive:
             raise R2AInputError(f"fitting the '{camera}' detector needs clean frames and frames under "
@@ -75,7 +83,8 @@ def fit_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: Sequen
                           "frames": {c: int(len(v)) for c, v in sorted(by_condition.items())},
                           "roc_auc": {c: round(roc_auc(clean_scores, v), 4) for c, v in sorted(by_condition.items())
                                       if c != "clean"},
-                          "fires": {c: round(float(np.mean(v > threshold)), 4) for c, v in sorted(by_condition.items())},
+                          "fires": {c: round(float(np.mean(v > threshold)), 4)
+                                    for c, v in sorted(by_condition.items())},
                           "fitted_on": {"clean": [str(p) for p in clean], "shifted": [str(p) for p in shifted]}}
     stats.detector = record
     return record
@@ -103,7 +112,8 @@ def evaluate_detector(stats: ImageStats, clean: Sequence[str | Path], shifted: S
         record[camera] = {condition: {
             "frames": int(len(full[condition])),
             "roc_auc_embedding": None if condition == "clean" else round(roc_auc(full["clean"], full[condition]), 4),
-            "roc_auc_photometric": None if condition == "clean" else round(roc_auc(colour["clean"], colour[condition]), 4),
+            "roc_auc_photometric": (None if condition == "clean"
+                                    else round(roc_auc(colour["clean"], colour[condition]), 4)),
             "fires": None if threshold is None else round(float(np.mean(colour[condition] > threshold)), 4),
         } for condition in sorted(full, key=lambda c: (c != "clean", c))}
     return record

@@ -82,8 +82,8 @@ def _policy_records(run_dir: Path, policy: str | None) -> dict[tuple[str, str, i
     if policy is None and len(policies) == 1:
         policy = policies[0]
     if policy not in policies:
-        raise R2AInputError(f"{results}: choose the policy to compare ({'unknown ' + repr(policy) + '; ' if policy else ''}"
-                            f"it holds {policies})")
+        raise R2AInputError(f"{results}: choose the policy to compare "
+                            f"({'unknown ' + repr(policy) + '; ' if policy else ''}it holds {policies})")
     return {job_key(r)[1:]: r for r in records if r["policy"] == policy}
 
 

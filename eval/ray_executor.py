@@ -13,6 +13,10 @@
   and the simulator installed, like the driver.
 * **Bounded.** At most :data:`IN_FLIGHT_PER_CPU` tasks per cluster CPU are submitted at a time, so a run of
   10,000 jobs does not put 10,000 tasks into the scheduler at once.
+* **Fails fast, stops when told.** An address where nothing accepts a connection fails before any policy is built
+  (:func:`check_reachable`); joining is bounded (:data:`CONNECT_TIMEOUT_S`: Ray's client retries inside C++ and
+  would wait for ever), and SIGTERM ends a join at once. After joining, the caller's SIGTERM handler is back (Ray
+  replaces it; r2a's unwinds like Ctrl-C) and the driver waits in short slices, so it runs during a run too.
 """
 
 from __future__ import annotations
@@ -20,8 +24,11 @@ from __future__ import annotations
 import io
 import logging
 import os
+import signal
+import socket
 import tarfile
 import tempfile
+import threading
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
@@ -31,6 +38,7 @@ from eval.episode_job import Job, JobOptions, JobResult, failed_job, run_job
 from eval.preflight import require_module
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_dir
+from r2a_core.interrupts import bounded_blocking_call
 from r2a_core.provenance import sha256_path
 
 log = logging.getLogger(__name__)
@@ -39,11 +47,65 @@ log = logging.getLogger(__name__)
 IN_FLIGHT_PER_CPU = 2
 #: environment variable naming the workers' artifact cache
 CACHE_ENV = "R2A_ARTIFACT_CACHE"
+#: seconds joining a cluster may take (``R2A_RAY_CONNECT_TIMEOUT_S`` overrides); the address answered the probe
+CONNECT_TIMEOUT_S = 25.0
+#: seconds starting a local Ray instance may take (a loaded 2-core machine needs well under a minute)
+LOCAL_START_TIMEOUT_S = 180.0
+#: seconds the probe waits for a TCP connection to the address
+PROBE_TIMEOUT_S = 5.0
+#: Ray client addresses (``ray://HOST[:PORT]``) default to this port
+RAY_CLIENT_PORT = 10001
+#: the longest the driver waits for a task before Python may run a signal handler
+WAIT_SLICE_S = 1.0
 
 
 def ray_address(explicit: str | None = None) -> str | None:
     """The cluster to join: ``--ray-address``, else ``RAY_ADDRESS``, else None (start a local instance)."""
     return explicit or os.environ.get("RAY_ADDRESS") or None
+
+
+def split_address(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of ``HOST:PORT``, ``[IPv6]:PORT`` or ``ray://HOST[:PORT]``; None for ``auto`` and
+    ``local``, which Ray resolves itself (the cluster this machine started, or a new one)."""
+    if address in ("auto", "local"):
+        return None
+    rest, default_port = address, None
+    if "://" in address:
+        scheme, rest = address.split("://", 1)
+        if scheme != "ray":
+            raise R2AInputError(f"--ray-address {address}: expected HOST:PORT or ray://HOST[:PORT]")
+        default_port = RAY_CLIENT_PORT
+    host, sep, port = rest.rpartition(":") if not rest.endswith("]") else (rest, "", "")
+    if not sep:
+        host, port = rest, str(default_port or "")
+    host = host.strip("[]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise R2AInputError(f"--ray-address {address}: expected HOST:PORT (e.g. 127.0.0.1:6379) or ray://HOST[:PORT]")
+    return host, int(port)
+
+
+def check_reachable(address: str | None, timeout: float = PROBE_TIMEOUT_S) -> None:
+    """Fail at once, naming the address, where nothing accepts a TCP connection (a cluster not started, a wrong
+    port): Ray itself would retry for many minutes."""
+    where = split_address(address) if address else None
+    if where is None:
+        return
+    try:
+        with socket.create_connection(where, timeout=timeout):
+            pass
+    except OSError as err:
+        reason = "timed out" if isinstance(err, socket.timeout) else (err.strerror or str(err))
+        raise R2AInputError(f"--executor ray: no Ray cluster at {address} ({reason}); start one there ('ray start "
+                            f"--head --port {where[1]}') or give the address of a running one") from None
+
+
+def connect_timeout() -> float:
+    """Seconds joining may take: ``R2A_RAY_CONNECT_TIMEOUT_S`` or :data:`CONNECT_TIMEOUT_S`."""
+    text = os.environ.get("R2A_RAY_CONNECT_TIMEOUT_S")
+    try:
+        return float(text) if text else CONNECT_TIMEOUT_S
+    except ValueError:
+        raise R2AInputError(f"R2A_RAY_CONNECT_TIMEOUT_S={text!r}: expected a number of seconds") from None
 
 
 class RayExecutor:
@@ -58,17 +120,26 @@ class RayExecutor:
         ray = self._ray = require_module("ray")
         if ray.is_initialized():  # the caller connected already: leave the connection to it
             return self
+        check_reachable(self.address)
+        where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
+        seconds = connect_timeout() if self.address else LOCAL_START_TIMEOUT_S
+        sigterm = signal.getsignal(signal.SIGTERM)
+        late = (f"r2a bench: error: --executor ray: {where} did not answer within {seconds:.0f} s"
+                + (" (is it a Ray cluster's GCS port?)" if self.address else ""))
         try:
-            if self.address:
-                ray.init(address=self.address, log_to_driver=False)
-            else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
+            with bounded_blocking_call(seconds, late):
+                if self.address:
+                    ray.init(address=self.address, log_to_driver=False)
+                else:
+                    ray.init(num_cpus=self.workers, include_dashboard=False, log_to_driver=False)
         except (ConnectionError, RuntimeError, ValueError) as err:
-            where = f"the Ray cluster at {self.address}" if self.address else "a local Ray instance"
             hint = ("; if the cluster uses token authentication, set RAY_AUTH_MODE=token here too"
                     if self.address and not os.environ.get("RAY_AUTH_MODE") else "")
             raise R2AInputError(f"--executor ray: cannot connect to {where} ({' '.join(str(err).split())[:300]})"
                                 f"{hint}") from None
+        finally:
+            if sigterm is not None and threading.current_thread() is threading.main_thread():
+                signal.signal(signal.SIGTERM, sigterm)  # ray.init put sys.exit there, which skips r2a's unwinding
         self._owns = True
         log.info("Ray: %s, %s CPUs", f"joined the cluster at {self.address}" if self.address else "local instance",
                  self.cpus())
@@ -103,7 +174,9 @@ class RayExecutor:
 
         submit()
         while pending:
-            finished, rest = ray.wait(pending, num_returns=1)
+            finished, rest = ray.wait(pending, num_returns=1, timeout=WAIT_SLICE_S)
+            if not finished:  # nothing done yet: back in Python for a moment, so a SIGTERM is handled
+                continue
             pending[:] = rest
             submit()
             job = jobs_of.pop(finished[0])

@@ -40,8 +40,7 @@ Artifacts = Mapping[str, Mapping[str, Mapping[str, str]]]
 def plan_jobs(config: BenchConfig, policies: list[str]) -> list[Job]:
     """All jobs, grouped by task and episode so a worker reuses its simulator and pairs finish together."""
     return sorted(Job(task, ep, factor, level, policy)
-                  for task in config.tasks for ep in range(config.episodes)
-                  for factor, level in config.conditions() for policy in policies)
+                  for task, ep, factor, level in config.planned() for policy in policies)
 
 
 def run_benchmark(config: BenchConfig, policies: list[str], out_dir: str | Path, workers: int = 1,
@@ -58,9 +57,9 @@ def run_benchmark(config: BenchConfig, policies: list[str], out_dir: str | Path,
 
     out_dir = Path(out_dir)
     _check_args(policies, workers, executor, save_frames, ray_address)
-    artifacts = build_policies(policies, config)
-    provenance = {**collect_provenance(), "artifacts": artifacts, "shift_levels": shift_levels_artifact()}
-    with _executor(executor, workers, ray_address) as execute:
+    with _executor(executor, workers, ray_address) as execute:  # first: an unreachable cluster fails in seconds
+        artifacts = build_policies(policies, config)
+        provenance = {**collect_provenance(), "artifacts": artifacts, "shift_levels": shift_levels_artifact()}
         resuming = _pin_run(out_dir, config, policies, provenance)
         jobs = plan_jobs(config, policies)
         done = _finished_keys(out_dir / RESULTS, retry_errors)

@@ -168,7 +168,8 @@ def load_gate_data(paths: Sequence[str | Path]) -> dict[str, Any]:
             arrays[name].append(loaded[name])
         metas.append(meta)
     out = {name: np.concatenate(values) for name, values in arrays.items()}
-    meta = {**metas[0], "condition": sum((m["condition"] for m in metas), []), "kind": sum((m["kind"] for m in metas), []),
+    meta = {**metas[0], "condition": sum((m["condition"] for m in metas), []),
+            "kind": sum((m["kind"] for m in metas), []),
             "sources": sorted({s for m in metas for s in m["sources"]}),
             "seeds": sorted({s for m in metas for s in m["seeds"]}),
             "shift_settings": sorted({s for m in metas for s in m["shift_settings"]}),

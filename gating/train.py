@@ -54,7 +54,8 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
                         signals=tuple(config.signals), camera=full.camera)
     x = feature_matrix(arrays, layout)
     m = list(layout.motion_dims)
-    base, ref, expert = (torch.as_tensor(arrays[k][:, :, m], dtype=torch.float32) for k in ("base", "reference", "expert"))
+    base, ref, expert = (torch.as_tensor(arrays[k][:, :, m], dtype=torch.float32)
+                         for k in ("base", "reference", "expert"))
     weight = torch.as_tensor(row_weights(meta["kind"], config.balance_kinds), dtype=torch.float32)
     val = (arrays["episode"] % config.holdout_every) == config.holdout_every - 1
     train_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
@@ -82,7 +83,8 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     model = net
     backend = torch.distributed.get_backend() if torch.distributed.is_initialized() else None
     if backend is not None:
-        model = torch.nn.parallel.DistributedDataParallel(net, device_ids=[device.index] if device.type == "cuda" else None)
+        model = torch.nn.parallel.DistributedDataParallel(
+            net, device_ids=[device.index] if device.type == "cuda" else None)
     tensors = [t.to(device) for t in (xt, base, ref, expert, weight)]
     provenance = {"data": [{"path": str(p), "sha256": sha256_path(p)} for p in data_paths],
                   "best_constant": best_constant_gate(arrays, train_idx, m, config.max_gate),
@@ -206,7 +208,8 @@ def feature_matrix(arrays: dict[str, np.ndarray], layout: Any) -> np.ndarray:
     rows = []
     for i in range(len(arrays["base"])):
         raw = GateRaw(base=arrays["base"][i].astype(np.float64), reference=arrays["reference"][i].astype(np.float64),
-                      retrieval=arrays["retrieval"][i].astype(np.float64), ee_pos=arrays["ee_pos"][i].astype(np.float64),
+                      retrieval=arrays["retrieval"][i].astype(np.float64),
+                      ee_pos=arrays["ee_pos"][i].astype(np.float64),
                       gripper=float(arrays["gripper"][i]), step=int(arrays["step"][i]),
                       disagreement=arrays["disagreement"][i].astype(np.float64) if arrays["has_plan"][i] else None,
                       image_score=float(arrays["image_score"][i]) if arrays["has_image"][i] else None)

@@ -21,9 +21,9 @@ from typing import Any
 import faiss
 import numpy as np
 
+from graph_builder.config import IndexConfig
 from graph_builder.edges import EDGE_TYPES, SPATIAL, TEMPORAL
 from graph_builder.features import KeySpec
-from graph_builder.config import IndexConfig
 from graph_builder.index import SMALL_BATCH, build_index, search, search_device_index, set_search_params
 from r2a_core.config import from_dict
 from r2a_core.errors import R2AInputError

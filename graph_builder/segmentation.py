@@ -91,7 +91,10 @@ def segment_demos(gripper: np.ndarray, demo_ptr: np.ndarray, cfg: SegmentationCo
         counts.append(s.size)
     counts_arr = np.asarray(counts, dtype=np.int64)
     ptr = np.concatenate([[0], np.cumsum(counts_arr)]).astype(np.int64)
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+
+    def cat(xs, dt):
+        return np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt)
+
     return Segments(
         demo=np.repeat(np.arange(len(counts), dtype=np.int32), counts_arr),
         start=cat(starts, np.int32),

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import importlib
 import logging
-import signal
 import sys
 
 from r2a_core.errors import R2AInputError
+from r2a_core.interrupts import interrupt_on_sigterm
 
 #: group name → (module, one-line help). Import is lazy so ``r2a --help`` stays fast.
 GROUPS: dict[str, tuple[str, str]] = {
@@ -31,15 +31,6 @@ def _top_level_help() -> str:
     lines += [f"  {name:<9} {help_}" for name, (_, help_) in GROUPS.items()]
     lines += ["", "Run 'r2a GROUP --help' for the commands of a group."]
     return "\n".join(lines)
-
-
-def interrupt_on_sigterm() -> None:
-    """Let SIGTERM (``timeout``, ``kill``, a scheduler) unwind like Ctrl-C, so context managers clean up:
-    a collection or training stopped that way leaves no half-written temp file behind."""
-    def _raise(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"signal {signum}")
-
-    signal.signal(signal.SIGTERM, _raise)
 
 
 def main(argv: list[str] | None = None) -> int:

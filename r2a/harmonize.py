@@ -50,13 +50,15 @@ class HarmonizeSettings:
     enabled: bool = False
     """harmonize the base's observations (R2A config only; ``--policy harmonize:BASE`` always does)"""
     image_stats: str = "r2a/assets/r2a_harmonize_stats.json"
-    """the demos' image statistics with the detector's fitted threshold (r2a demos image-stats --fit-clean ... --fit-shifted ...)"""
+    """the demos' image statistics with the detector's fitted threshold (r2a demos image-stats --fit-clean ...
+    --fit-shifted ...)"""
     mode: Literal["gated", "always", "never"] = "gated"
     """gated: only while the detector fires; always / never: ablations"""
     normalizer: Literal["hist", "meanstd"] = "meanstd"
     """hist: per-channel histogram matching; meanstd: per-channel mean and standard deviation"""
     reference: Literal["start", "frame"] = "start"
-    """start: one map per episode, from its first frame to the demos' first frames; frame: each frame to all demo frames"""
+    """start: one map per episode, from its first frame to the demos' first frames; frame: each frame to all demo
+    frames"""
     release: float = 0.5
     """hysteresis: a firing camera turns off below release × threshold"""
 
@@ -156,7 +158,8 @@ class HarmonizedPolicy:
         missing = [cam for cam, th in stats.thresholds.items() if th is None]
         if settings.mode == "gated" and (not stats.thresholds or missing):
             raise R2AInputError("harmonize (gated): the image stats carry no fitted detector threshold; fit one "
-                                "with 'r2a demos image-stats ... --fit-clean ... --fit-shifted ...' or use mode always/never")
+                                "with 'r2a demos image-stats ... --fit-clean ... --fit-shifted ...' "
+                                "or use mode always/never")
         self.base, self.settings = base, settings
         self.cameras = {cam: CameraHarmonizer(s, float(stats.thresholds.get(cam) or np.inf), settings.normalizer,
                                               settings.release, settings.reference) for cam, s in stats.cameras.items()}

@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from r2a.harmonize import HarmonizeSettings, HarmonizedPolicy
+from r2a.harmonize import HarmonizedPolicy, HarmonizeSettings
 from r2a_core.errors import R2AInputError
 
 #: the variants compared: name → settings (None: the raw images)
@@ -48,8 +48,8 @@ def harmonize_check(policy_spec: str, stats_path: str | Path, clean: str | Path,
     clean_eps = training_split_renders([clean])[:episodes]
     reference = chunks_of_observations(policy, [o for ep in clean_eps for o in _replay(ep, None, stats, stride)[0]])
     episode_of = np.concatenate([np.full(len(range(0, len(ep), stride)), i) for i, ep in enumerate(clean_eps)])
-    conditions = [("clean", clean_eps)] + [(_condition(p), _paired(training_split_renders([p])[:episodes], clean_eps, p))
-                                           for p in shifted]
+    conditions = [("clean", clean_eps)] + [
+        (_condition(p), _paired(training_split_renders([p])[:episodes], clean_eps, p)) for p in shifted]
     fitted = bool(stats.thresholds) and all(v is not None for v in stats.thresholds.values())
     variants = {name: s for name, s in VARIANTS.items() if fitted or s is None or s.mode != "gated"}
     rng, rows = np.random.default_rng(seed), []

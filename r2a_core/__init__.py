@@ -5,12 +5,12 @@ Every other package may import this one; it imports none of them (docs/architect
 """
 
 from r2a_core.errors import R2AInputError
+from r2a_core.policy import Policy
 from r2a_core.types import (
     CAMERAS,
     ActionSpace,
     Episode,
     image_key,
 )
-from r2a_core.policy import Policy
 
 __all__ = ["CAMERAS", "ActionSpace", "Episode", "Policy", "R2AInputError", "image_key"]

@@ -198,5 +198,5 @@ def link_or_copy(src: str | Path, dst: str | Path) -> None:
         shutil.copy2(src, dst)
 
 
-__all__ = ["link_or_copy", "atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "read_manifest_json",
-           "temp_sibling", "to_json_safe", "write_json_atomic", "write_text_atomic"]
+__all__ = ["link_or_copy", "atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file",
+           "read_manifest_json", "temp_sibling", "to_json_safe", "write_json_atomic", "write_text_atomic"]

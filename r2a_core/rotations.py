@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 
-
 # -------------------------------------------------------------------------------------------- quaternions
 
 def xyzw_to_wxyz(q: np.ndarray) -> np.ndarray:

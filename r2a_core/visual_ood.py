@@ -38,7 +38,8 @@ HIST_BINS = 8
 SHRINKAGE = 0.1
 FEATURE_NAMES = ([f"mean_{c}" for c in "rgb"] + [f"std_{c}" for c in "rgb"]
                  + [f"hist_{c}{i}" for c in "rgb" for i in range(HIST_BINS)] + ["sat_mean", "sat_std"]
-                 + [f"lum_{i}{j}" for i in range(4) for j in range(4)] + [f"grad_{i}{j}" for i in range(2) for j in range(2)])
+                 + [f"lum_{i}{j}" for i in range(4) for j in range(4)]
+                 + [f"grad_{i}{j}" for i in range(2) for j in range(2)])
 FEATURE_DIM = len(FEATURE_NAMES)
 #: the photometric part of the embedding (colour statistics, no spatial layout): what observation harmonization's
 #: detector scores, since a normalizer can undo a photometric shift but not a geometric one
@@ -62,7 +63,8 @@ def pooled_image_features(image: np.ndarray) -> np.ndarray:
     gy, gx = np.abs(np.diff(lum, axis=0))[:, :-1], np.abs(np.diff(lum, axis=1))[:-1, :]
     grad = gx + gy
     half = grad.shape[0] // 2
-    energy = [grad[:half, :half].mean(), grad[:half, half:].mean(), grad[half:, :half].mean(), grad[half:, half:].mean()]
+    energy = [grad[:half, :half].mean(), grad[:half, half:].mean(),
+              grad[half:, :half].mean(), grad[half:, half:].mean()]
     return np.concatenate([flat.mean(0), flat.std(0), *hist, [sat.mean(), sat.std()], grid, energy])
 
 
@@ -219,7 +221,8 @@ def fit_threshold(negatives: np.ndarray | Sequence[np.ndarray],
     side's rate, so thousands of clean frames do not outweigh a few hundred of one shift."""
     neg, pos = _groups(negatives), _groups(positives)
     if sum(map(len, neg)) < 2 or sum(map(len, pos)) < 2:
-        raise R2AInputError("fitting a detector threshold needs at least 2 frames that should and 2 that should not fire")
+        raise R2AInputError("fitting a detector threshold needs at least 2 frames that should and 2 that should "
+                            "not fire")
     values = np.unique(np.concatenate(neg + pos))
     cuts = np.sqrt(np.maximum(values[:-1], 1e-12) * np.maximum(values[1:], 1e-12)) if len(values) > 1 else values
     tpr = np.mean([(g[None, :] > cuts[:, None]).mean(1) for g in pos], axis=0)
@@ -289,7 +292,8 @@ def load_image_stats(path: str | Path) -> ImageStats:
                                     photometric_precision=None if photo is None else np.asarray(photo),
                                     starts=[StartReference.from_dict(d) for d in s.get("starts") or []])
     return ImageStats(cameras=cameras, sources=list(doc.get("sources") or []),
-                      thresholds={k: (None if v is None else float(v)) for k, v in (doc.get("thresholds") or {}).items()},
+                      thresholds={k: (None if v is None else float(v))
+                                  for k, v in (doc.get("thresholds") or {}).items()},
                       detector=dict(doc.get("detector") or {}))
 
 

@@ -14,8 +14,8 @@ import json
 import numpy as np
 
 from demos.rollout import Step, run_episode
-from sim.envs.robosuite_env import SimConfig, SimEnv
 from r2a.policies.registry import make_policy
+from sim.envs.robosuite_env import SimConfig, SimEnv
 
 
 def _mm(values: np.ndarray) -> list[float]:

@@ -30,8 +30,16 @@ except ImportError as err:  # pragma: no cover - depends on the install
     raise ImportError("the gymnasium environments need gymnasium: pip install 'r2a[gym]'") from err
 
 from r2a_core.errors import R2AInputError
-from r2a_core.types import (CAMERAS, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_JOINT_POS,
-                            STATE_STEP, image_key)
+from r2a_core.types import (
+    CAMERAS,
+    PROMPT,
+    STATE_EE_POS,
+    STATE_EE_QUAT,
+    STATE_GRIPPER,
+    STATE_JOINT_POS,
+    STATE_STEP,
+    image_key,
+)
 from sim.envs.tasks import TASKS, get_task
 
 #: gymnasium ids by task; a LIBERO task's "/" becomes "-" (``libero_spatial/0`` → ``r2a/libero_spatial-0-v0``)

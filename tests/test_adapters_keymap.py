@@ -5,8 +5,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from r2a.adapters.keymap import (ADAPTER_DIR, ActionMap, ImageMap, KeyMap, adapter_yaml, load_adapter_config,
-                                 load_keymap, resize_image)
+from r2a.adapters.keymap import (
+    ADAPTER_DIR,
+    ActionMap,
+    ImageMap,
+    KeyMap,
+    adapter_yaml,
+    load_adapter_config,
+    load_keymap,
+    resize_image,
+)
 from r2a_core.errors import R2AInputError
 from r2a_core.rotations import axis_angle_to_quat
 from r2a_core.types import OSC_POSE_DELTA

@@ -164,7 +164,8 @@ def test_a_run_is_not_resumed_with_another_levels_file(tmp_path):
     from eval.runner import _pin_run
 
     config = BenchConfig.from_dict(CONFIG)
-    assert _pin_run(tmp_path / "run", config, ["base"], {"artifacts": {}, "shift_levels": {"sha256": "a" * 64}}) is False
+    assert _pin_run(tmp_path / "run", config, ["base"],
+                    {"artifacts": {}, "shift_levels": {"sha256": "a" * 64}}) is False
     assert _pin_run(tmp_path / "run", config, ["base"], {"artifacts": {}, "shift_levels": {"sha256": "a" * 64}})
     with pytest.raises(R2AInputError, match="the shift levels file changed since the run started"):
         _pin_run(tmp_path / "run", config, ["base"], {"artifacts": {}, "shift_levels": {"sha256": "b" * 64}})

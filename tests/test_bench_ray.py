@@ -52,7 +52,7 @@ class FakeRay:
 
         return decorate
 
-    def wait(self, refs, num_returns: int = 1):
+    def wait(self, refs, num_returns: int = 1, timeout: float | None = None):
         self.in_flight -= 1
         return refs[:1], refs[1:]
 
@@ -134,7 +134,9 @@ def test_joining_a_cluster_passes_no_cpu_count(monkeypatch):
     calls = []
     fake = SimpleNamespace(is_initialized=lambda: False, init=lambda **kw: calls.append(kw), shutdown=lambda: None,
                            cluster_resources=lambda: {"CPU": 8.0})
+    probed = []
     monkeypatch.setattr(rx, "require_module", lambda name: fake)
+    monkeypatch.setattr(rx, "check_reachable", probed.append)  # the TCP probe: tests/test_bench_ray_connect.py
     monkeypatch.setenv("RAY_ADDRESS", "cluster-head:6379")  # never contacted: init is faked
     with rx.RayExecutor(workers=2):
         pass
@@ -146,3 +148,4 @@ def test_joining_a_cluster_passes_no_cpu_count(monkeypatch):
     assert calls == [{"address": "cluster-head:6379", "log_to_driver": False},
                      {"address": "head:6379", "log_to_driver": False},
                      {"num_cpus": 2, "include_dashboard": False, "log_to_driver": False}]
+    assert probed == ["cluster-head:6379", "head:6379", None]

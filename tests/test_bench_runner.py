@@ -95,7 +95,8 @@ def test_run_and_summary_record_provenance(smoke_run):
     assert set(prov["git"]) == {"commit", "dirty"} and set(prov["machine"]) >= {"cpu", "cores", "gpu"}
     assert prov["machine"]["cores"] == os.cpu_count() and prov["command"] and prov["cwd"]
     assert prov["artifacts"] == {"expert": {}, "expert_noisy:0.6": {}}  # the experts load no file
-    assert prov["shift_levels"]["path"].endswith("configs/bench/factors.yaml") and len(prov["shift_levels"]["sha256"]) == 64
+    assert prov["shift_levels"]["path"].endswith("configs/bench/factors.yaml")
+    assert len(prov["shift_levels"]["sha256"]) == 64
     assert _summary(out)["provenance"] == prov
     assert "## Provenance" in (out / "report.md").read_text()
 

@@ -1,4 +1,5 @@
-"""Calibrating the shift levels: severity knobs, the logistic fit, level choice, and `r2a bench calibrate` end to end."""
+"""Calibrating the shift levels: severity knobs, the logistic fit, level choice, and `r2a bench calibrate`
+end to end."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from eval.calibration.config import CalibrationConfig
-from eval.calibration.fit import Observation, choose_levels, fit_logistic, next_severities, LogisticFit
+from eval.calibration.fit import LogisticFit, Observation, choose_levels, fit_logistic, next_severities
 from r2a_core.errors import R2AInputError
 from sim.shifts import get_factor, load_factors, sample_params
 from sim.shifts.config import DEFAULT_FACTORS_YAML, load_factor_levels

@@ -9,8 +9,16 @@ from typing import ClassVar, Literal
 
 import pytest
 
-from r2a_core.config import (TypedConfig, apply_override, config_help, field_docs, load_config, resolve_path,
-                             shipped_config, shipped_path)
+from r2a_core.config import (
+    TypedConfig,
+    apply_override,
+    config_help,
+    field_docs,
+    load_config,
+    resolve_path,
+    shipped_config,
+    shipped_path,
+)
 from r2a_core.errors import R2AInputError
 
 

@@ -8,9 +8,19 @@ import subprocess
 
 import pytest
 
-from r2a_core.provenance import (artifact, collect_provenance, command_line, git_state, machine_info,
-                                 package_versions, policy_artifacts, provenance_differences, sha256_dir,
-                                 sha256_file, sha256_path)
+from r2a_core.provenance import (
+    artifact,
+    collect_provenance,
+    command_line,
+    git_state,
+    machine_info,
+    package_versions,
+    policy_artifacts,
+    provenance_differences,
+    sha256_dir,
+    sha256_file,
+    sha256_path,
+)
 
 
 def _tree(root):

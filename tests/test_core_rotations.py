@@ -78,7 +78,8 @@ def test_matrix_and_quat_conversions_match_mujoco():
     mujoco = pytest.importorskip("mujoco")
     mats = _random_rotations(3000, seed=3)
     mats = np.concatenate([mats, mats.astype(np.float32).astype(np.float64),  # not quite orthonormal
-                           np.array([np.eye(3), np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]), np.diag([-1.0, -1, 1])])])
+                           np.array([np.eye(3), np.diag([1.0, -1, -1]), np.diag([-1.0, 1, -1]),
+                                     np.diag([-1.0, -1, 1])])])
     expected = np.zeros((len(mats), 4))
     for i, m in enumerate(mats):
         mujoco.mju_mat2Quat(expected[i], m.reshape(-1))

@@ -2,8 +2,14 @@ import numpy as np
 import pytest
 
 from r2a_core.errors import R2AInputError
-from r2a_core.rotations import (axis_angle_to_quat, quat_to_axis_angle, quat_to_matrix, quat_to_rot6d,
-                                wxyz_to_xyzw, xyzw_to_wxyz)
+from r2a_core.rotations import (
+    axis_angle_to_quat,
+    quat_to_axis_angle,
+    quat_to_matrix,
+    quat_to_rot6d,
+    wxyz_to_xyzw,
+    xyzw_to_wxyz,
+)
 from r2a_core.types import OSC_POSE_DELTA, ActionSpace, gripper_opening
 from tests.conftest import make_episode
 

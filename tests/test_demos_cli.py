@@ -52,7 +52,8 @@ def test_unknown_task_is_a_one_line_error_and_writes_nothing(tmp_path):
     out = tmp_path / "x.hdf5"
     done = r2a("demos", "collect", "--task", "Lfit", "--episodes", "1", "--out", str(out))
     assert done.returncode == 2
-    assert "unknown task 'Lfit' (did you mean 'Lift'?); valid tasks: Lift, Stack, PickPlaceCan, StackThree" in done.stderr
+    assert ("unknown task 'Lfit' (did you mean 'Lift'?); valid tasks: Lift, Stack, PickPlaceCan, StackThree"
+            in done.stderr)
     assert not out.exists() and list(tmp_path.iterdir()) == []
 
 

@@ -20,8 +20,14 @@ from r2a.wrapper.gate import GateInputs
 from r2a.wrapper.learned_gate import GateInputError, GateLayout, LearnedGate, build_gate_net, gate_features
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA, ActionSpace
-from r2a_core.visual_ood import FEATURE_DIM, fit_camera_stats, load_image_stats, pooled_image_features, save_image_stats
-from r2a_core.visual_ood import ImageStats
+from r2a_core.visual_ood import (
+    FEATURE_DIM,
+    ImageStats,
+    fit_camera_stats,
+    load_image_stats,
+    pooled_image_features,
+    save_image_stats,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -158,10 +164,10 @@ def test_bad_gate_data_is_refused(tmp_path):
 
 
 def test_the_wrapper_uses_a_learned_gate_and_falls_back_on_nan_inputs(tmp_path):
+    from gating.train import train_gate
     from graph_builder.build import build_graph_from_episodes
     from graph_builder.storage import save_graph
     from graph_builder.synthetic import synthetic_episodes
-    from gating.train import train_gate
     from r2a.wrapper import policy as wrapper
     from r2a.wrapper.build import build_r2a, load_r2a_config
 

@@ -6,12 +6,25 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from r2a.harmonize import (CameraHarmonizer, HarmonizeSettings, HarmonizedPolicy, apply_luts, match_histogram_lut,
-                           match_mean_std)
+from r2a.harmonize import (
+    CameraHarmonizer,
+    HarmonizedPolicy,
+    HarmonizeSettings,
+    apply_luts,
+    match_histogram_lut,
+    match_mean_std,
+)
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
-from r2a_core.visual_ood import (ImageStats, fit_camera_stats, fit_start_reference, fit_threshold, load_image_stats,
-                                 roc_auc, save_image_stats)
+from r2a_core.visual_ood import (
+    ImageStats,
+    fit_camera_stats,
+    fit_start_reference,
+    fit_threshold,
+    load_image_stats,
+    roc_auc,
+    save_image_stats,
+)
 
 
 def test_histogram_matching_maps_a_two_level_image_onto_a_two_level_target():

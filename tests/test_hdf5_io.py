@@ -147,7 +147,7 @@ def test_a_terminated_writer_leaves_no_temp_file(tmp_path):
 
     script = (
         "import os, signal, time\n"
-        "from r2a.cli import interrupt_on_sigterm\n"
+        "from r2a_core.interrupts import interrupt_on_sigterm\n"
         "from demos.hdf5_io import HDF5EpisodeWriter\n"
         "from tests.conftest import make_episode\n"
         "interrupt_on_sigterm()\n"

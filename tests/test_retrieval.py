@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 import torch
-
 from conftest import make_episode
+
 from graph_builder.build import build_graph_from_episodes
 from graph_builder.synthetic import line_episode, synthetic_episodes
 from r2a.retrieval.features import EDGE_FEATURE_DIM, NODE_FEATURE_DIM, QueryLayout
@@ -181,9 +181,9 @@ def test_training_saves_a_versioned_checkpoint_and_resumes(graph, tmp_path):
 def test_training_refuses_demos_that_are_in_the_graph(tmp_path):
     from demos.hdf5_io import write_hdf5
     from graph_builder.build import build_graph_from_paths
+    from graph_builder.storage import save_graph
     from r2a.retrieval.config import RetrieverTrainConfig
     from r2a.retrieval.train import train_retriever
-    from graph_builder.storage import save_graph
 
     episodes = synthetic_episodes(600, seed=7, num_tasks=1, mean_length=80)
     for i, ep in enumerate(episodes):

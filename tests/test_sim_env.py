@@ -6,9 +6,9 @@ import sys
 import numpy as np
 import pytest
 
+from r2a_core.errors import R2AInputError
 from sim.envs.robosuite_env import SimConfig, SimEnv
 from sim.envs.tasks import BUILTIN_TASKS, get_task
-from r2a_core.errors import R2AInputError
 
 pytest.importorskip("robosuite")
 

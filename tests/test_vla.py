@@ -9,13 +9,13 @@ import numpy as np
 import pytest
 import torch
 
-from r2a_core.errors import R2AInputError
-from r2a_core.types import OSC_POSE_DELTA, STATE_STEP, image_key
 from r2a.vla.checkpoint import MANIFEST, WEIGHTS, load_checkpoint, read_manifest
 from r2a.vla.data import build_arrays, chunk_targets, merge_arrays
-from r2a_core.images import resize_image
 from r2a.vla.model import SpatialSoftmax, VLANet, VLANetConfig, expand_action_modes
 from r2a.vla.train import TrainConfig, losses, random_shift, train_policy
+from r2a_core.errors import R2AInputError
+from r2a_core.images import resize_image
+from r2a_core.types import OSC_POSE_DELTA, STATE_STEP, image_key
 from tests.conftest import make_episode
 
 TINY = ["steps=6", "batch_size=8", "chunk=4", "n_action_steps=2", "image_size=16", "conv_channels=8",
@@ -251,8 +251,8 @@ def _observation(size: int) -> dict:
 
 def test_builtin_policy_served_over_the_openpi_protocol(tiny_checkpoint):
     """A real local websocket server serves the built-in VLA; our client and openpi's get its chunks."""
-    from r2a.serve.policy_server import PolicyServer
     from r2a.policies import make_policy
+    from r2a.serve.policy_server import PolicyServer
     from r2a.vla.policy import BuiltinVLAPolicy
 
     served = BuiltinVLAPolicy(tiny_checkpoint)
@@ -372,7 +372,8 @@ def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
     assert merged.prompts == whole.prompts and merged.tasks == whole.tasks
     np.testing.assert_array_equal(merged.episode, [0] * 8 + [1] * 9 + [2] * 7)
     stack_rows = merged.task_index == merged.tasks.index("Stack")
-    np.testing.assert_array_equal(merged.actions[stack_rows], whole.actions[whole.task_index == whole.tasks.index("Stack")])
+    np.testing.assert_array_equal(merged.actions[stack_rows],
+                                  whole.actions[whole.task_index == whole.tasks.index("Stack")])
     assert {merged.prompts[i] for i in merged.prompt_index[stack_rows]} == {"do stack"}
     files = [write_hdf5(tmp_path / "lift.hdf5", lift, env_args={"env_name": "Lift"}),
              write_hdf5(tmp_path / "stack.hdf5", stack, env_args={"env_name": "Stack"})]
@@ -390,8 +391,8 @@ def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
 
 def test_time_limited_training_anneals_and_stops(tiny_checkpoint, tmp_path, monkeypatch):
     """A time limit ends training with a saved, annealed checkpoint; stored prompt embeddings are reused."""
-    from demos.hdf5_io import write_hdf5
     import r2a.vla.text as text
+    from demos.hdf5_io import write_hdf5
 
     def no_sentence_model():
         raise AssertionError("the sentence model must not be loaded for a prompt the checkpoint knows")
@@ -403,7 +404,8 @@ def test_time_limited_training_anneals_and_stops(tiny_checkpoint, tmp_path, monk
     summary = train_policy(config, [demos], tmp_path / "timed")
     assert summary["steps"] == config.warmup_steps + 1
     history = read_manifest(tmp_path / "timed")["provenance"]["history"]
-    assert history[-1]["lr"] == pytest.approx(1e-5) and read_manifest(tmp_path / "timed")["provenance"]["device"] == "cpu"
+    assert history[-1]["lr"] == pytest.approx(1e-5)
+    assert read_manifest(tmp_path / "timed")["provenance"]["device"] == "cpu"
 
 
 def test_time_jitter_moves_only_the_time_input_of_training_batches():
@@ -418,11 +420,12 @@ def test_time_jitter_moves_only_the_time_input_of_training_batches():
     offsets = np.rint((jittered - exact) * 200).astype(int)
     assert np.abs(offsets).max() <= 5 and len(set(offsets.tolist())) > 3
     assert (jittered >= 0).all()
-    np.testing.assert_array_equal(data.batch(rows, np.random.default_rng(0), augment=False)["time"][:, 0].numpy(), exact)
+    np.testing.assert_array_equal(
+        data.batch(rows, np.random.default_rng(0), augment=False)["time"][:, 0].numpy(), exact)
 
 
 def test_release_frames_are_the_steps_before_the_gripper_opens():
-    from r2a.vla.train import sampling_probabilities, release_frames
+    from r2a.vla.train import release_frames, sampling_probabilities
 
     episodes = [make_episode(length=10, seed=0), make_episode(length=10, seed=2)]
     for ep in episodes:

@@ -11,7 +11,6 @@ from r2a_core.errors import R2AInputError
 from r2a_core.seeds import HELD_OUT_SEED_START, TEST_SEED_START
 
 
-
 @dataclass
 class CalibrationConfig(TypedConfig):
     """One calibration sweep of the shift levels against a policy (``r2a bench calibrate``)."""

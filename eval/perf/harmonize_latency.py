@@ -25,7 +25,7 @@ def measure_harmonize_latency(sizes: tuple[int, ...] = (64, 128), frames: int = 
                               seed: int = 0) -> dict[str, Any]:
     import torch
 
-    from r2a.harmonize import HarmonizeSettings, HarmonizedPolicy
+    from r2a.harmonize import HarmonizedPolicy, HarmonizeSettings
     from r2a.vla.policy import BuiltinVLAPolicy
     from r2a.wrapper.config import resolve_path
     from r2a_core.visual_ood import load_image_stats, pooled_image_features
@@ -38,20 +38,23 @@ def measure_harmonize_latency(sizes: tuple[int, ...] = (64, 128), frames: int = 
     for size in sizes:
         image = _demo_like(stats.cameras["agentview"].histogram, size, rng)  # pixels drawn from the demos' colours
         camera = stats.cameras["agentview"]
-        row: dict[str, Any] = {"size": size,
-                               "detector": _time(lambda: camera.score(pooled_image_features(image), photometric=True),
-                                                 frames, warmup)}
+        # each timed call binds this size's objects as default arguments (it runs within this iteration)
+        row: dict[str, Any] = {"size": size, "detector": _time(
+            lambda camera=camera, image=image: camera.score(pooled_image_features(image), photometric=True),
+            frames, warmup)}
         for name, mode, normalizer, reference in VARIANTS:
-            policy = HarmonizedPolicy(_Nothing(), stats, HarmonizeSettings(enabled=True, mode=mode, normalizer=normalizer,
-                                                                           reference=reference))
-            row[name] = _time(lambda: policy.harmonize({"images/agentview": image}), frames, warmup)
+            policy = HarmonizedPolicy(_Nothing(), stats, HarmonizeSettings(enabled=True, mode=mode,
+                                                                           normalizer=normalizer, reference=reference))
+            row[name] = _time(lambda policy=policy, image=image: policy.harmonize({"images/agentview": image}),
+                              frames, warmup)
         first = HarmonizedPolicy(_Nothing(), stats, HarmonizeSettings(enabled=True, mode="always"))
-        row["start: first frame (estimate + map)"] = _time(lambda: (first.reset(), first.harmonize(
-            {"images/agentview": image})), frames, warmup)
+        row["start: first frame (estimate + map)"] = _time(
+            lambda first=first, image=image: (first.reset(), first.harmonize({"images/agentview": image})),
+            frames, warmup)
         obs = {f"images/{cam}": rng.integers(0, 256, (size, size, 3), dtype=np.uint8) for cam in vla.config.cameras}
         obs.update({"state/ee_pos": np.array([0.0, 0.0, 1.0]), "state/ee_quat": np.array([0.0, 1.0, 0.0, 0.0]),
                     "state/gripper": np.float32(1.0), "prompt": "pick up the red cube", "state/step": 0})
-        row["base query"] = _time(lambda: vla.infer(obs), max(frames // 3, 30), 10)
+        row["base query"] = _time(lambda obs=obs: vla.infer(obs), max(frames // 3, 30), 10)
         rows.append(row)
     return {"rows": rows, "target_ms_at_128": TARGET_MS_AT_128, "machine": _machine()}
 
@@ -91,11 +94,13 @@ def _machine() -> dict[str, Any]:
 
 def format_table(result: dict[str, Any]) -> str:
     keys = [k for k in result["rows"][0] if k != "size"]
-    lines = [f"Observation harmonization per frame (agentview), one thread — load {result['machine']['load_avg'][0]:.2f}; "
+    load = result["machine"]["load_avg"][0]
+    lines = [f"Observation harmonization per frame (agentview), one thread — load {load:.2f}; "
              f"target ≤ {result['target_ms_at_128']} ms per frame at 128 px", "",
              "| px | " + " | ".join(f"{k} p50 / p99 ms" for k in keys) + " |", "|---" * (len(keys) + 1) + "|"]
     for row in result["rows"]:
-        lines.append(f"| {row['size']} | " + " | ".join(f"{row[k]['p50']:.3f} / {row[k]['p99']:.3f}" for k in keys) + " |")
+        cells = " | ".join(f"{row[k]['p50']:.3f} / {row[k]['p99']:.3f}" for k in keys)
+        lines.append(f"| {row['size']} | {cells} |")
     return "\n".join(lines) + "\n"
 
 

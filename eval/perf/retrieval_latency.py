@@ -182,8 +182,8 @@ def _wrappers_on(graph: Any, retriever: str | None, episodes: list,
     from dataclasses import replace
 
     from r2a.retrieval.checkpoint import load_retriever
-    from r2a.retrieval.retriever import Retriever
     from r2a.retrieval.motion import response_for
+    from r2a.retrieval.retriever import Retriever
     from r2a.wrapper.build import build_gate, load_r2a_config
     from r2a.wrapper.config import resolve_path
     from r2a.wrapper.policy import R2APolicy, WrapperParts

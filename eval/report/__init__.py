@@ -31,8 +31,7 @@ from typing import Any
 
 from eval.report.figures import ALL_REACHED_LABEL, FIGURES, write_figures
 from eval.report.markdown import MAX_ERRORS_LISTED, headline_md, render_markdown, uplift_md
-from eval.report.records import (REQUIRED_FIELDS, JobKey, Record, dedupe_records, job_key, load_records,
-                                 validate_record)
+from eval.report.records import REQUIRED_FIELDS, JobKey, Record, dedupe_records, job_key, load_records, validate_record
 from eval.report.summary import build_summary, is_shown_pair, shown_pairs
 from r2a_core.files import write_json_atomic, write_text_atomic
 

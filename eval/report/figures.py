@@ -217,7 +217,8 @@ def _plot_uplift_by_factor(summary: Mapping[str, Any]) -> Any:
         ax.bar((xs - 0.2).tolist(), ours.tolist(), 0.4, yerr=err.tolist(), capsize=3,
                label=f"{h['candidate']} vs {h['baseline']} (this run)")
         ref = np.array([REFERENCE_UPLIFT.get(f, math.nan) / 100 for f in factors])
-        ax.bar((xs + 0.2).tolist(), ref.tolist(), 0.4, color="lightgray", edgecolor="gray", hatch="//", label=REFERENCE_LABEL)
+        ax.bar((xs + 0.2).tolist(), ref.tolist(), 0.4, color="lightgray", edgecolor="gray", hatch="//",
+               label=REFERENCE_LABEL)
         ax.axhline(0.0, color="black", linewidth=0.8)
         values = np.abs(np.concatenate([ours, lo, hi, ref]))
         half = min(1.05, max(0.1, float(np.nanmax(values)) if np.isfinite(values).any() else 0.1) * 1.15)

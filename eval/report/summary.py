@@ -113,7 +113,7 @@ def _harmonize_rows(jobs: Jobs) -> list[dict[str, Any]]:
     for (policy, factor, level), summaries in _summaries_by_condition(jobs, "harmonize"):
         queries = sum(int(s.get("queries") or 0) for s in summaries)
 
-        def share(get: Any) -> float:
+        def share(get: Any, summaries: list[Mapping[str, Any]] = summaries, queries: int = queries) -> float:
             acted = sum(float(get(s) or 0.0) * int(s.get("queries") or 0) for s in summaries)
             return acted / queries if queries else math.nan
 

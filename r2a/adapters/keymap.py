@@ -41,15 +41,29 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from r2a.adapters.libero_convention import (LIBERO_EEF_AXIS_ANGLE, LIBERO_EEF_POS, LIBERO_EEF_QUAT, LIBERO_GRIPPER_QPOS,
-                                            hand_quat_from_site, quat2axisangle, resize_with_pad,
-                                            site_quat_from_hand)
+from r2a.adapters.libero_convention import (
+    LIBERO_EEF_AXIS_ANGLE,
+    LIBERO_EEF_POS,
+    LIBERO_EEF_QUAT,
+    LIBERO_GRIPPER_QPOS,
+    hand_quat_from_site,
+    quat2axisangle,
+    resize_with_pad,
+    site_quat_from_hand,
+)
 from r2a_core.config import shipped_config, shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.rotations import axis_angle_to_quat, quat_to_axis_angle, wxyz_to_xyzw
-from r2a_core.types import (PANDA_GRIPPER_MAX_OPENING, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP,
-                            ActionSpace, gripper_opening)
+from r2a_core.types import (
+    PANDA_GRIPPER_MAX_OPENING,
+    STATE_EE_POS,
+    STATE_EE_QUAT,
+    STATE_GRIPPER,
+    STATE_STEP,
+    ActionSpace,
+    gripper_opening,
+)
 from r2a_core.yaml_io import read_yaml_mapping
 
 #: format of configs/adapters/*.yaml this reader understands

@@ -211,12 +211,13 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a-harmonize": (["harmonize.enabled=true"],
                       "R2A around a base whose images are harmonized when the photometric detector fires"),
     "r2a-harmonize-hold": (["harmonize.enabled=true", "gate.holding_scale=0"],
-                           "r2a-harmonize with the base alone while it commands the gripper closed (carrying, placing)"),
+                           "r2a-harmonize with the base alone while it commands the gripper closed "
+                           "(carrying, placing)"),
 }
 
 
 def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
-    from r2a.harmonize import HarmonizeSettings, HarmonizedPolicy
+    from r2a.harmonize import HarmonizedPolicy, HarmonizeSettings
     from r2a.wrapper.config import resolve_path
     from r2a_core.visual_ood import load_image_stats
 

@@ -14,7 +14,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     train = sub.add_parser("train", help="train the retriever on held-out demonstrations (resumes in --out)",
                            formatter_class=argparse.RawDescriptionHelpFormatter,
-                           epilog="config fields (--set SECTION.FIELD=VALUE):\n" + RetrieverTrainConfig.help_text() + "\n")
+                           epilog="config fields (--set SECTION.FIELD=VALUE):\n"
+                                  + RetrieverTrainConfig.help_text() + "\n")
     train.add_argument("--config", default=None, metavar="YAML", help="e.g. configs/retriever/default.yaml")
     train.add_argument("--graph", required=True, type=Path, metavar="DIR", help="the motion graph (r2a graph build)")
     train.add_argument("--demos", nargs="+", required=True, metavar="FILE",

@@ -17,11 +17,10 @@ one. Inverting it turns a reference trajectory into the actions that reproduce i
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
 import logging
+from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 

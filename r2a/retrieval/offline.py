@@ -203,5 +203,5 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["GATE_GRID", "FrameErrors", "build_offline", "chunk_errors", "episode_prompt", "evaluate_episodes", "expert_chunk", "markdown_table",
-           "mean_ci", "summarize"]
+__all__ = ["GATE_GRID", "FrameErrors", "build_offline", "chunk_errors", "episode_prompt", "evaluate_episodes",
+           "expert_chunk", "markdown_table", "mean_ci", "summarize"]

@@ -22,8 +22,16 @@ from r2a.retrieval.features import QueryLayout, query_vector
 from r2a.retrieval.history import window_from_arrays
 from r2a.retrieval.motion import ResponseModel
 from r2a_core.errors import R2AInputError
-from r2a_core.types import (PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_JOINT_POS, STATE_STEP, Episode,
-                            image_key)
+from r2a_core.types import (
+    PROMPT,
+    STATE_EE_POS,
+    STATE_EE_QUAT,
+    STATE_GRIPPER,
+    STATE_JOINT_POS,
+    STATE_STEP,
+    Episode,
+    image_key,
+)
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +107,8 @@ def frame_observation(episode: Episode, t: int) -> dict[str, Any]:
         raise R2AInputError(f"episode of task {episode.task} has no camera images: the base policy needs the "
                             "recorded images (collect with cameras, or re-render the file)")
     obs: dict[str, Any] = {image_key(cam): frames[t] for cam, frames in episode.images.items()}
-    obs.update({STATE_EE_POS: episode.ee_pos[t].astype(np.float32), STATE_EE_QUAT: episode.ee_quat[t].astype(np.float32),
+    obs.update({STATE_EE_POS: episode.ee_pos[t].astype(np.float32),
+                STATE_EE_QUAT: episode.ee_quat[t].astype(np.float32),
                 STATE_GRIPPER: np.float32(episode.gripper[t]), PROMPT: _prompt(episode), STATE_STEP: int(t)})
     if episode.joint_pos is not None:
         obs[STATE_JOINT_POS] = episode.joint_pos[t].astype(np.float32)

@@ -26,8 +26,7 @@ import numpy as np
 
 from graph_builder.motion_graph import MotionGraph
 from r2a.retrieval.config import RetrievalSettings
-from r2a.retrieval.features import (NodeTable, QueryLayout, edge_features, node_features, query_vector,
-                                    window_rotations)
+from r2a.retrieval.features import NodeTable, QueryLayout, edge_features, node_features, query_vector, window_rotations
 from r2a.retrieval.history import HistoryWindow
 from r2a.retrieval.motion import ResponseModel
 from r2a.retrieval.subgraph import Neighbourhoods, Subgraph

@@ -58,7 +58,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     add_serve_arguments(parser)
     return parser
 

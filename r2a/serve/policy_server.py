@@ -27,7 +27,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-
 from websockets.exceptions import ConnectionClosed
 from websockets.frames import CloseCode
 from websockets.sync.server import ServerConnection, serve

@@ -22,7 +22,6 @@ import logging
 from typing import Any
 
 import numpy as np
-
 from websockets.exceptions import ConnectionClosed
 
 from r2a.adapters.keymap import KeyMap
@@ -71,7 +70,8 @@ class UpstreamPolicy(OpenPIWebsocketPolicy):
         try:
             self._exchange(packb({RESET_REQUEST: True}))
         except (R2AInputError, PolicyServerError, ConnectionClosed, OSError) as err:
-            log.warning("upstream %s: the reset was not delivered (%s)", self.url, _what_failed(err, self.url).strip(" :"))
+            log.warning("upstream %s: the reset was not delivered (%s)", self.url,
+                        _what_failed(err, self.url).strip(" :"))
             self.close()
 
     def _checked(self, reply: Any) -> dict[str, Any]:

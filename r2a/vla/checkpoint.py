@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 import torch
 
+from r2a.vla.model import VLANet, VLANetConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_dir, read_manifest_json
-from r2a.vla.model import VLANet, VLANetConfig
 
 FORMAT = "r2a.vla.checkpoint"
 FORMAT_VERSION = 1

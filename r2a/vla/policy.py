@@ -9,14 +9,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from r2a.vla.checkpoint import MANIFEST, WEIGHTS, Checkpoint, load_checkpoint
+from r2a.vla.features import AUX_SCALE, proprio_vector, time_feature
+from r2a.vla.text import PromptEmbedder
 from r2a_core.config import shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.provenance import sha256_dir
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace, image_key
-from r2a.vla.checkpoint import MANIFEST, WEIGHTS, Checkpoint, load_checkpoint
-from r2a.vla.features import AUX_SCALE, proprio_vector, time_feature
-from r2a.vla.text import PromptEmbedder
 
 #: the checkpoint shipped with r2a (trained on the built-in scripted demos; see its manifest for provenance)
 BUILTIN_CHECKPOINT = shipped_path("r2a/assets/builtin_vla")

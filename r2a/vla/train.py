@@ -17,15 +17,15 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from r2a_core.errors import R2AInputError
-from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
-from r2a_core.types import OSC_POSE_DELTA
 from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
 from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 from r2a.vla.features import AUX_SCALE, time_feature
 from r2a.vla.model import VLANet, best_scored, expand_action_modes
-from r2a.vla.train_config import TrainConfig
 from r2a.vla.text import PromptEmbedder
+from r2a.vla.train_config import TrainConfig
+from r2a_core.errors import R2AInputError
+from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
+from r2a_core.types import OSC_POSE_DELTA
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,8 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
                                        (config.release_weight, config.release_window),
                                        config.on_policy_weight)
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
-                  "torch": torch.__version__, "device": str(device), "continued_from": _previous_stage(config.init_from)}
+                  "torch": torch.__version__, "device": str(device),
+                  "continued_from": _previous_stage(config.init_from)}
     optimizing_since, step = time.time(), 0
     bar = tqdm(range(config.steps), desc="train builtin VLA", unit="step", dynamic_ncols=True)
     for step in bar:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from r2a.vla.features import PROPRIO_DIM
 from r2a_core.config import TypedConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA
-from r2a.vla.features import PROPRIO_DIM
 
 if TYPE_CHECKING:  # pragma: no cover
     from r2a.vla.model import VLANetConfig

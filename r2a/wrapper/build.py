@@ -93,7 +93,8 @@ def build_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, Any])
         return _learned_gate(config, space, artifacts)
     if config.gate.kind == "fixed":
         return _fixed_gate(config, space, artifacts)
-    return ConstantGate(space, config.gate.translation, config.gate.rotation, config.gate.max_gate), config.gate.max_gate
+    gate = ConstantGate(space, config.gate.translation, config.gate.rotation, config.gate.max_gate)
+    return gate, config.gate.max_gate
 
 
 def _learned_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, Any]) -> tuple[Any, float]:

@@ -70,7 +70,8 @@ def load_gate(path: str | Path, action_space: ActionSpace | None = None) -> Gate
     path = Path(path)
     manifest = read_gate_manifest(path)
     space = manifest["action_space"]
-    if action_space is not None and (space.get("kind") != action_space.kind or int(space.get("dim", -1)) != action_space.dim):
+    if action_space is not None and (space.get("kind") != action_space.kind
+                                     or int(space.get("dim", -1)) != action_space.dim):
         raise R2AInputError(f"{path}: this gate was trained for {space.get('kind')} actions with {space.get('dim')} "
                             f"dims; the base policy acts in {action_space.kind} with {action_space.dim}")
     layout = GateLayout.from_dict(manifest["layout"])

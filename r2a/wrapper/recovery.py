@@ -3,10 +3,10 @@
 A base policy cloned from demonstrations has only seen the demos' start poses; a start far from all of them
 (the robot_init shift) makes its first chunks extrapolate. Before the first base query, the current EE pose is
 compared with the demos' start poses through the graph (the kinematic key's position and rot6d groups, with the
-graph's own normalization). When its distance to the nearest demo start exceeds ``threshold_scale`` × the largest distance between a
-demo start and its nearest other demo start (the spread of the demos' own starts), the wrapper servos the EE to
-that nearest start pose with proportional delta-EE commands — closed loop, one step per query, gripper open —
-until it is within tolerance or the step budget is spent. Only the EE pose from the observation is used.
+graph's own normalization). When its distance to the nearest demo start exceeds ``threshold_scale`` × the largest
+distance between a demo start and its nearest other demo start (the spread of the demos' own starts), the wrapper
+servos the EE to that nearest start pose with proportional delta-EE commands — closed loop, one step per query, gripper
+open — until it is within tolerance or the step budget is spent. Only the EE pose from the observation is used.
 """
 
 from __future__ import annotations

@@ -16,12 +16,20 @@ from typing import Any
 
 import numpy as np
 
+from r2a_core.errors import R2AInputError
+from r2a_core.types import (
+    CAMERAS,
+    OSC_POSE_DELTA,
+    PROMPT,
+    STATE_EE_POS,
+    STATE_EE_QUAT,
+    STATE_GRIPPER,
+    STATE_JOINT_POS,
+    gripper_opening,
+    image_key,
+)
 from sim.envs.rendering import apply_render_quality, configure_headless_gl
 from sim.envs.tasks import Task, get_task
-from r2a_core.errors import R2AInputError
-from r2a_core.rotations import xyzw_to_wxyz
-from r2a_core.types import (CAMERAS, OSC_POSE_DELTA, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER,
-                            STATE_JOINT_POS, gripper_opening, image_key)
 
 log = logging.getLogger(__name__)
 

@@ -17,8 +17,14 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from r2a_core.config import unknown_name_error
-from sim.envs.libero_tasks import (LIBERO_STAGES, LIBERO_TASKS, STEP_LIMITS, LiberoTaskSpec, libero_stages,
-                                   libero_success)
+from sim.envs.libero_tasks import (
+    LIBERO_STAGES,
+    LIBERO_TASKS,
+    STEP_LIMITS,
+    LiberoTaskSpec,
+    libero_stages,
+    libero_success,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv

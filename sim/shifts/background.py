@@ -20,9 +20,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import (BINS, INT, LIBERO_FLOOR, LIBERO_TABLE, PROB, RANGE, TABLE, ArraySnapshot, ShiftFactor,
-                              Undo, band, raw_model, scene_of, uniform)
 from r2a_core.errors import R2AInputError
+from sim.shifts.base import (
+    BINS,
+    INT,
+    LIBERO_FLOOR,
+    LIBERO_TABLE,
+    PROB,
+    RANGE,
+    TABLE,
+    ArraySnapshot,
+    ShiftFactor,
+    Undo,
+    band,
+    raw_model,
+    scene_of,
+    uniform,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 import numpy as np
 
 from r2a_core.errors import R2AInputError
-from r2a_core.rotations import matrix_to_quat, rotation_about
 from r2a_core.rotations import quat_to_matrix as quat_to_mat
 
 if TYPE_CHECKING:  # pragma: no cover

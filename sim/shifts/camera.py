@@ -18,9 +18,20 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import (RANGE, ArraySnapshot, band, ShiftFactor, Undo, matrix_to_quat, quat_to_mat, raw_model,
-                              rotation_about, signed_uniform, uniform, view_pivot)
 from r2a_core.errors import R2AInputError
+from r2a_core.rotations import matrix_to_quat, rotation_about
+from r2a_core.rotations import quat_to_matrix as quat_to_mat
+from sim.shifts.base import (
+    RANGE,
+    ArraySnapshot,
+    ShiftFactor,
+    Undo,
+    band,
+    raw_model,
+    signed_uniform,
+    uniform,
+    view_pivot,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv

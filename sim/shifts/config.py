@@ -12,10 +12,10 @@ from typing import Any
 
 import yaml
 
-from sim.shifts.base import LEVELS, check_value
-from sim.shifts.registry import FACTOR_CLASSES
 from r2a_core.config import shipped_path, unknown_name_error
 from r2a_core.errors import R2AInputError
+from sim.shifts.base import LEVELS, check_value
+from sim.shifts.registry import FACTOR_CLASSES
 
 #: format of configs/bench/factors.yaml this reader understands
 FORMAT_VERSION = 1
@@ -36,7 +36,8 @@ def load_factor_levels(path: str | Path | None = None) -> dict[str, Any]:
         raise R2AInputError(f"{path}: expected a mapping with 'format_version' and 'factors'")
     unknown_top = sorted(set(doc) - {"format_version", "calibration", "factors"})
     if unknown_top:
-        raise unknown_name_error("top-level key", unknown_top[0], ["format_version", "calibration", "factors"], str(path))
+        raise unknown_name_error("top-level key", unknown_top[0], ["format_version", "calibration", "factors"],
+                                 str(path))
     if doc.get("format_version") != FORMAT_VERSION:
         raise R2AInputError(f"{path}: format_version {doc.get('format_version')!r} is not supported "
                             f"(this r2a reads version {FORMAT_VERSION})")

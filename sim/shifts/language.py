@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import yaml
 
-from sim.shifts.base import INT, ShiftFactor
 from r2a_core.config import shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.types import PROMPT
+from sim.shifts.base import INT, ShiftFactor
 
 LANGUAGE_DIR = shipped_path("configs/language")
 #: format of configs/language/<Task>.yaml this reader understands

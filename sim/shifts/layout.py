@@ -27,10 +27,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts import layout_libero
-from sim.shifts.base import (INT, NUMBER, PROB, RANGE, ArraySnapshot, ShiftFactor, Undo, is_libero_scene, raw_data,
-                              raw_model, scene_of, uniform)
 from r2a_core.errors import R2AInputError
+from sim.shifts import layout_libero
+from sim.shifts.base import (
+    INT,
+    NUMBER,
+    PROB,
+    RANGE,
+    ArraySnapshot,
+    ShiftFactor,
+    Undo,
+    is_libero_scene,
+    raw_data,
+    raw_model,
+    scene_of,
+    uniform,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv

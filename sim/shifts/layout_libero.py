@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 
 from r2a_core.errors import R2AInputError
-from sim.shifts.base import ArraySnapshot, Undo, matrix_to_quat, raw_data, raw_model, rotation_about, uniform
+from r2a_core.rotations import matrix_to_quat, rotation_about
+from sim.shifts.base import ArraySnapshot, Undo, raw_data, raw_model, uniform
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.libero_env import LiberoSimEnv

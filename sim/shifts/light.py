@@ -15,8 +15,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sim.shifts.base import (PROB, RANGE, ArraySnapshot, band, ShiftFactor, Undo, raw_model, rotation_about,
-                              uniform, view_pivot)
+from r2a_core.rotations import rotation_about
+from sim.shifts.base import (
+    PROB,
+    RANGE,
+    ArraySnapshot,
+    ShiftFactor,
+    Undo,
+    band,
+    raw_model,
+    uniform,
+    view_pivot,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv

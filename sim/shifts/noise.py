@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from sim.shifts.base import RANGE, ShiftFactor, band, uniform
 from r2a_core.errors import R2AInputError
 from r2a_core.types import image_key
+from sim.shifts.base import RANGE, ShiftFactor, band, uniform
 
 CORRUPTIONS = ("gaussian_noise", "gaussian_blur", "motion_blur", "fog")
 #: the level parameter holding each corruption's severity range
