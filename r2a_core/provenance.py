@@ -33,6 +33,9 @@ PACKAGES: dict[str, tuple[str, ...]] = {
 }
 #: the versions that decide whether two simulator runs can be compared episode by episode
 SIMULATOR_PACKAGES = ("robosuite", "mujoco")
+#: the CPU flags numerical kernels dispatch on (recorded as ``machine.cpu_features``)
+CPU_FEATURES = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16",
+                "avx512_fp16", "amx_tile")
 _CHUNK = 1 << 20
 
 
@@ -120,6 +123,23 @@ def cpu_model() -> str | None:
     return platform.processor() or None
 
 
+def cpu_features() -> str | None:
+    """The instruction-set extensions of :data:`CPU_FEATURES` this CPU has (from /proc/cpuinfo), space-separated.
+
+    torch (ATen, oneDNN, MKL), numpy and glibc's libm choose their kernels by these, so two machines that differ
+    here compute other last bits and replay other trajectories; a VM's model name alone ("Intel(R) Xeon(R)
+    Processor") does not tell (docs/architecture.md, "Reproducibility")."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return " ".join(f for f in CPU_FEATURES if f in flags)
+    except OSError:
+        pass
+    return None
+
+
 def gpu_name() -> str | None:
     """The first CUDA device torch sees, or None (no torch, a CPU build, or no device). Imports torch only when
     it is installed."""
@@ -134,11 +154,12 @@ def gpu_name() -> str | None:
 
 
 def machine_info() -> dict[str, Any]:
-    """The machine: host name, OS, architecture, CPU model, core count (all and usable), GPU."""
+    """The machine: host name, OS, architecture, CPU model and instruction-set features, core count (all and
+    usable), GPU."""
     usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {"hostname": platform.node() or None, "system": f"{platform.system()} {platform.release()}".strip(),
-            "arch": platform.machine() or None, "cpu": cpu_model(), "cores": os.cpu_count(),
-            "cores_usable": usable, "gpu": gpu_name()}
+            "arch": platform.machine() or None, "cpu": cpu_model(), "cpu_features": cpu_features(),
+            "cores": os.cpu_count(), "cores_usable": usable, "gpu": gpu_name()}
 
 
 def command_line(argv: Iterable[str] | None = None) -> str:
@@ -154,8 +175,8 @@ def collect_provenance(argv: Iterable[str] | None = None) -> dict[str, Any]:
 
 def provenance_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) -> list[str]:
     """What makes two results not comparable episode by episode: a different commit (or a dirty tree),
-    simulator versions, or machine (CPU, cores, GPU). One line per difference; empty when they agree or when
-    either side has no provenance."""
+    simulator versions, or machine (CPU, its instruction-set features when both recorded them, cores, GPU). One
+    line per difference; empty when they agree or when either side has no provenance."""
     if not a or not b:
         return []
     out = []
@@ -167,6 +188,8 @@ def provenance_differences(a: Mapping[str, Any] | None, b: Mapping[str, Any] | N
     ma, mb = a.get("machine") or {}, b.get("machine") or {}
     out += [f"machine {key} {ma.get(key)!r} vs {mb.get(key)!r}" for key in ("cpu", "cores", "gpu")
             if ma.get(key) != mb.get(key)]
+    if "cpu_features" in ma and "cpu_features" in mb and ma["cpu_features"] != mb["cpu_features"]:
+        out.append(f"machine cpu_features {ma['cpu_features']!r} vs {mb['cpu_features']!r}")
     return out
 
 

@@ -9,9 +9,11 @@ import subprocess
 import pytest
 
 from r2a_core.provenance import (
+    CPU_FEATURES,
     artifact,
     collect_provenance,
     command_line,
+    cpu_features,
     git_state,
     machine_info,
     package_versions,
@@ -98,6 +100,18 @@ def test_differences_that_break_episode_pairing():
     assert diffs[0] == f"git commit {'a' * 12} vs {'b' * 12} (dirty)"
     assert "mujoco 3.9.0 vs 3.8.0" in diffs and "machine cores 2 vs 16" in diffs and len(diffs) == 4
     assert provenance_differences(a, None) == [] and provenance_differences({}, a) == []
+
+
+def test_cpu_features_tell_apart_machines_with_one_model_name():
+    """A VM's generic model name hides the instruction set torch's and libm's kernels dispatch on."""
+    features = cpu_features()
+    assert features is None or set(features.split()) <= set(CPU_FEATURES)
+    assert "cpu_features" in machine_info()
+    a = {"machine": {"cpu": "Intel(R) Xeon(R) Processor", "cores": 2, "gpu": None, "cpu_features": "avx2 fma"}}
+    b = {"machine": {**a["machine"], "cpu_features": "avx2 fma avx512f"}}
+    assert provenance_differences(a, b) == ["machine cpu_features 'avx2 fma' vs 'avx2 fma avx512f'"]
+    older = {"machine": {k: v for k, v in a["machine"].items() if k != "cpu_features"}}
+    assert provenance_differences(older, b) == []  # a run recorded before the field: nothing to compare
 
 
 def test_policy_artifacts_convention():
