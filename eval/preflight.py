@@ -39,6 +39,12 @@ def build_policies(specs: Sequence[str], config: BenchConfig) -> dict[str, dict[
     """
     from r2a.policies import make_policy
 
+    if config.liberoplus_tasks:  # LIBERO-Plus's data, before any simulator is built (one line naming the install)
+        from sim.envs.liberoplus_tasks import load_index
+
+        index = load_index()
+        for entry in config.liberoplus_tasks:
+            index.get(str(entry).partition("/")[2])
     loaded = {}
     sim = _probe_sim(config)
     try:
@@ -68,7 +74,7 @@ def check_split(spec: str, artifacts: dict[str, dict[str, str]], config: BenchCo
     import json
     from pathlib import Path
 
-    run = set(range(config.seed, config.seed + config.episodes))
+    run = {config.seed + episode for _, episode, _, _ in config.planned()}
     for role in TRAINED_ROLES:
         entry = artifacts.get(role)
         manifest = Path(entry["path"]) / "manifest.json" if entry and entry.get("path") else None

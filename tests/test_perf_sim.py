@@ -1,0 +1,26 @@
+"""`r2a bench perf sim`: simulator steps/s per task and image size, the expert driving (tiny counts: a check of the
+pipeline, never a timing assertion)."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval.perf.sim_speed import format_table, measure_sim_speed
+from r2a_core.errors import R2AInputError
+
+
+def test_rows_per_task_and_size_with_cameras_only_where_asked():
+    result = measure_sim_speed(("Lift",), (0, 16), steps=12, seed=0)
+    assert [(r["task"], r["image_size"]) for r in result["rows"]] == [("Lift", 0), ("Lift", 16)]
+    no_cameras, cameras = result["rows"]
+    assert no_cameras["cameras"] == [] and cameras["cameras"] == ["agentview", "wrist"]
+    for row in result["rows"]:
+        assert row["steps_per_s"] > 0 and row["build_s"] > 0 and row["episodes"] >= 1
+    table = format_table(result)
+    assert "| Lift | robosuite | none |" in table and "| Lift | robosuite | 16 |" in table
+
+
+@pytest.mark.parametrize("sizes, steps, message", [((4,), 10, "expected 0"), ((64,), 0, "at least 1")])
+def test_bad_arguments_are_refused_before_any_simulator(sizes, steps, message):
+    with pytest.raises(R2AInputError, match=message):
+        measure_sim_speed(("Lift",), sizes, steps=steps)
