@@ -1,7 +1,7 @@
 """The fast single-query path is exact to the training path: the same GNN scores (within 1e-5) on random networks
 and subgraphs and on the shipped checkpoint, the same keys and subgraphs, features within float32 rounding, and
 the same retrieval — chosen nodes, weights, reference chunk — on a synthetic graph; the learned gate's arrays
-equal its module."""
+equal its module, and its image signal's embedding is bit for bit the plain one."""
 
 from __future__ import annotations
 
@@ -210,8 +210,65 @@ def test_perf_retrieval_times_both_paths_side_by_side():
     assert set(row["paths"]) == set(PATHS) and row["paths_agree"] == 1.0 and row["queries"] == 4
     for path in row["paths"].values():
         assert set(path["stages_ms_p50"]) == set(STAGES) and path["query_ms_p50"] > 0
+        assert 0 < path["query_cpu_ms_p50"] <= path["query_cpu_ms_p99"]  # the thread's CPU time beside the wall
         assert sum(path["stages_ms_p50"].values()) > 0
     assert row["query_ms_p50"] == row["paths"]["fast"]["query_ms_p50"]
     table = format_table({"rows": [row], "base": {"query_ms_p50": 1.0, "query_ms_p99": 1.0, "per_step_ms_p50": 1.0},
                           "target_p99_ms_at_100k": 2.0, "machine": {"cpu": "cpu", "load_avg": [0.0]}})
     assert "| training p50 | training p99 | fast p50 | fast p99 |" in table and "| gnn |" in table
+    assert "| query CPU p50 ms | query CPU p99 ms |" in table
+
+
+def _plain_image_features(image: np.ndarray) -> np.ndarray:
+    """The image embedding as first written — one numpy call per statistic — the reference the gate's fast one
+    must equal bit for bit (so the gate's S does not move)."""
+    from r2a_core.visual_ood import HIST_BINS, POOL_SIZE, _pooled
+
+    small = _pooled(np.asarray(image)) / 255.0
+    flat = small.reshape(-1, 3)
+    bins = np.minimum((flat * HIST_BINS).astype(np.int64), HIST_BINS - 1)
+    hist = [np.bincount(bins[:, c], minlength=HIST_BINS) / len(flat) for c in range(3)]
+    hi, lo = flat.max(axis=1), flat.min(axis=1)
+    sat = np.where(hi > 1e-6, (hi - lo) / np.maximum(hi, 1e-6), 0.0)
+    lum = small @ np.array([0.299, 0.587, 0.114])
+    grid = lum.reshape(4, POOL_SIZE // 4, 4, POOL_SIZE // 4).mean(axis=(1, 3)).ravel()
+    gy, gx = np.abs(np.diff(lum, axis=0))[:, :-1], np.abs(np.diff(lum, axis=1))[:-1, :]
+    grad = gx + gy
+    half = grad.shape[0] // 2
+    energy = [grad[:half, :half].mean(), grad[:half, half:].mean(), grad[half:, :half].mean(),
+              grad[half:, half:].mean()]
+    return np.concatenate([flat.mean(0), flat.std(0), *hist, [sat.mean(), sat.std()], grid, energy])
+
+
+@pytest.mark.parametrize("size", [32, 64, 77, 128, 224])
+def test_image_features_are_bit_identical_to_the_plain_statistics(size):
+    from r2a_core.visual_ood import pooled_image_features
+
+    rng = np.random.default_rng(size)
+    yy, xx = np.mgrid[:size, :size]
+    ramp = np.stack([xx * 255 // size, yy * 255 // size, (xx + yy) * 127 // size], -1)
+    images = [rng.integers(0, 256, (size, size, 3), dtype=np.uint8), np.full((size, size, 3), 37, np.uint8),
+              np.zeros((size, size, 3), np.uint8),
+              np.clip(ramp + rng.integers(-20, 20, ramp.shape), 0, 255).astype(np.uint8),
+              (rng.random((size, size, 3)) ** 3 * 255).astype(np.uint8)]
+    for image in images:
+        np.testing.assert_array_equal(pooled_image_features(image), _plain_image_features(image))
+
+
+def test_bound_gate_still_zeroes_non_finite_entries():
+    from r2a.wrapper.gate import bound_gate
+
+    s = np.array([[0.2, np.nan, np.inf, -np.inf, 0.9, -0.1, 0.3]])
+    np.testing.assert_array_equal(bound_gate(s, OSC_POSE_DELTA, 0.5), [[0.2, 0.0, 0.0, 0.0, 0.5, 0.0, 0.0]])
+
+
+@pytest.mark.parametrize("size", [64, 224, 512, 1024])
+def test_block_pooling_equals_the_area_resize(size):
+    """The block mean's integer sums (uint16 while a block's sum fits) give resize_image's numbers, white included."""
+    from r2a_core.images import resize_image
+    from r2a_core.visual_ood import POOL_SIZE, _pooled
+
+    rng = np.random.default_rng(size)
+    for image in (rng.integers(0, 256, (size, size, 3), dtype=np.uint8), np.full((size, size, 3), 255, np.uint8)):
+        want = resize_image(image, (POOL_SIZE, POOL_SIZE)).astype(np.float64)
+        np.testing.assert_array_equal(_pooled(image), want)

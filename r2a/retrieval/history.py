@@ -58,7 +58,7 @@ class ExecutionHistory:
 
     def plan(self, actions: np.ndarray) -> None:
         """The actions just returned, which the client is expected to execute from the current step on."""
-        self._planned = [np.asarray(a, np.float64) for a in np.asarray(actions).reshape(-1, self.action_dim)]
+        self._planned = list(np.asarray(actions, np.float64).reshape(-1, self.action_dim))
 
     def _fill(self, gap: int, pos: np.ndarray, quat: np.ndarray, gripper: float) -> None:
         """Executed actions of the ``gap`` steps since the last observation, and poses between the two."""
@@ -101,9 +101,10 @@ class ExecutionHistory:
         known = np.arange(n - 1 - length, n - 1)
         have = (known >= 0) & (known < len(self.actions))
         if np.any(have):
-            actions[have] = np.stack([self.actions[i] for i in known[have]])
+            actions[have] = np.array([self.actions[i] for i in known[have]])
+        # np.array of the rows rather than np.stack: the same copy, without stack's per-row dispatch (every query)
         return HistoryWindow(
-            ee_pos=np.stack([self.ee_pos[i] for i in idx]), ee_quat=np.stack([self.ee_quat[i] for i in idx]),
+            ee_pos=np.array([self.ee_pos[i] for i in idx]), ee_quat=np.array([self.ee_quat[i] for i in idx]),
             gripper=np.array([self.gripper[i] for i in idx]), actions=actions,
             valid=int(min(length, n - 1)), now_pos=self.ee_pos[-1], now_quat=self.ee_quat[-1],
             now_gripper=self.gripper[-1], step=self.steps[-1])

@@ -119,7 +119,7 @@ class Retriever:
         """Elapsed steps over the (task's) median demo length, clipped to [0, 1]: the seed key's phase."""
         task = self.task_of(prompt) if self.settings.match_task else None
         length = self._median_length.get(task, self._pooled_length) if task else self._pooled_length
-        return float(np.clip(step / max(length - 1.0, 1.0), 0.0, 1.0))
+        return _unit(step / max(length - 1.0, 1.0))
 
     def task_id(self, prompt: str | None) -> int | None:
         """Index of the graph task that restricts the candidates for ``prompt`` (None: every task)."""
@@ -243,7 +243,7 @@ class Retriever:
         weights = np.full(len(order), 1.0 / len(order)) if uniform else _softmax(scores[order] / s.temperature)
         n = len(nodes)
         entropy = float(-(all_w * np.log(np.maximum(all_w, 1e-12))).sum() / np.log(n)) if n > 1 else 0.0
-        return Retrieval(nodes=nodes[order], weights=weights, progress=float(np.clip(progress, 0.0, 1.0)),
+        return Retrieval(nodes=nodes[order], weights=weights, progress=_unit(float(progress)),
                          seed_distance=cand.seed_distance, entropy=entropy, top_weight=float(all_w.max()),
                          candidates=n, implied=cand.implied, query=cand.query)
 
@@ -295,6 +295,11 @@ class StageTimer:
 
 
 _NOT_TIMED = nullcontext()
+
+
+def _unit(x: float) -> float:
+    """``float(np.clip(x, 0, 1))`` of one float, without numpy's dispatch (a NaN stays NaN, as with np.clip)."""
+    return x if x != x else min(max(0.0, x), 1.0)
 
 
 def _softmax(x: np.ndarray) -> np.ndarray:

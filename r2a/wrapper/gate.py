@@ -41,7 +41,10 @@ class Gate(Protocol):
 
 def bound_gate(s: np.ndarray, action_space: ActionSpace, max_gate: float) -> np.ndarray:
     """``s`` clipped to ``[0, max_gate]``, non-finite entries 0, and 0 on the gripper dims."""
-    s = np.clip(np.nan_to_num(np.asarray(s, np.float64), nan=0.0, posinf=0.0, neginf=0.0), 0.0, max_gate)
+    s = np.asarray(s, np.float64)
+    if not np.isfinite(s).all():  # checked first: nan_to_num is a per-query cost the usual, finite S does not need
+        s = np.nan_to_num(s, nan=0.0, posinf=0.0, neginf=0.0)
+    s = np.clip(s, 0.0, max_gate)
     s[..., list(action_space.gripper_dims)] = 0.0
     return s
 
