@@ -61,6 +61,38 @@ def test_a_missing_asset_wheel_names_what_to_install(monkeypatch):
         libero_env.libero_assets_dir()
 
 
+class _CarrySim:
+    """Just what the LIBERO carry waypoint reads: a held bowl's and a plate's boxes, the grip site."""
+
+    libero_spec = LIBERO_TASKS["libero_spatial/9"]
+
+    def __init__(self, held_bottom: np.ndarray, ee: np.ndarray) -> None:
+        self.boxes = {"akita_black_bowl_1": (held_bottom - [0.05, 0.05, 0.0], held_bottom + [0.05, 0.05, 0.05]),
+                      "plate_1": (np.array([-0.1, -0.1, 0.90]), np.array([0.1, 0.1, 0.92]))}
+        self.ee = ee
+
+    def object_bounds(self, name):
+        return self.boxes[name]
+
+    def ee_pos(self):
+        return self.ee
+
+
+def test_the_libero_carry_comes_down_only_as_it_closes_in_and_never_above_the_lift():
+    from demos.experts.libero import CARRY_SLOPE, _over_goal
+
+    ceiling = 1.10
+    carry = _over_goal(0.04, ceiling=lambda sim: ceiling)
+    far = _CarrySim(np.array([0.0, -0.5, 1.08]), np.array([0.0, -0.55, 1.10]))
+    assert np.isclose(carry(far)[2] - 0.02, ceiling)  # far off: carried at the lift's height (grip 2 cm above)
+    drifted = _CarrySim(np.array([0.0, -0.5, 1.15]), np.array([0.0, -0.55, 1.17]))
+    assert np.isclose(carry(drifted)[2] - 0.02, ceiling)  # drifted above the lift: back down to it
+    near = _CarrySim(np.array([0.0, -0.05, 1.08]), np.array([0.0, -0.10, 1.10]))
+    assert np.isclose(carry(near)[2] - 0.02, 0.92 + 0.04 + CARRY_SLOPE * 0.05)  # close: down along the funnel
+    straight = _over_goal(0.04)(near)
+    assert np.isclose(straight[2] - 0.02, 0.96) and np.allclose(straight[:2], [0.0, -0.05])
+
+
 # ------------------------------------------------------------------------------------ the real scenes
 @pytest.fixture(scope="module")
 def spatial_sim():
@@ -112,6 +144,27 @@ def test_stages_start_unreached_and_objects_are_where_libero_put_them(spatial_si
     assert abs(low[2] - sim.table_height()) < 0.01  # resting on the table after settling
     obs = sim.step(np.zeros(7))
     assert obs["state/ee_pos"].shape == (3,) and obs["prompt"] == sim.instruction
+
+
+@needs_libero
+def test_sampled_layouts_put_the_bowl_in_the_turned_cabinet_s_drawer():
+    """LIBERO turns a site's position by the fixture's sampled rotation: the cabinet must be back at its home
+    rotation before every reset, or the bowl lands beside the cabinet instead of in its drawer."""
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+
+    sim = make_sim(SimConfig(task="libero_spatial/4", cameras=()))
+    try:
+        for seed in (0, 1, 0):
+            sim.reset(seed)
+            bowl = sim.object_pos("akita_black_bowl_1")
+            drawer = sim.sim.data.get_site_xpos("wooden_cabinet_1_top_region")
+            assert np.linalg.norm(bowl[:2] - drawer[:2]) < 0.02 and bowl[2] > sim.table_height() + 0.1, seed
+        low, high = sim.object_bounds("akita_black_bowl_1")
+        walls = sim.highest_in(low - [0.01, 0.01, 0.0], high + [0.01, 0.01, 0.0], exclude="akita_black_bowl_1")
+        assert low[2] + 0.03 < walls < high[2] + 0.02  # the drawer's walls flank the bowl: lift it above them
+    finally:
+        sim.close()
 
 
 @needs_libero

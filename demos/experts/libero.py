@@ -6,9 +6,12 @@ boxes (:meth:`sim.envs.libero_env.LiberoSimEnv.object_bounds`: LIBERO's meshes p
 the plans work with the objects' real tops, bottoms and footprints). What makes them work (docs/experiments/
 libero.md):
 
-- **Bowls** (libero_spatial) are taken by the rim, 4.5 cm off centre and 2 cm below the top, with the fingers
-  across the wall: on the ±y side with the start yaw, on the side farther from the other objects; the bowl in the
+- **Bowls** (libero_spatial) are taken by the rim, 4.9 cm off centre and 5 mm below the top (deeper, the pads
+  turn the bowl out of the hand on long carries), with the fingers across the wall: on a ±y side where the open
+  hand fits beside the scenery (a cabinet next to the bowl) and farther from the other objects; the bowl in the
   cabinet's drawer (task 4) from the −x side, the hand turned 90°, so that no finger enters the cabinet.
+- **Lift and carry**: straight up until the held object clears what flanked it (a drawer's walls), then over the
+  goal, coming down only as it closes in (not through the cabinet it came from).
 - **Groceries** (libero_object) are taken across their short side (the footprint's minor axis), tall items 5 cm
   below the top and low boxes at mid-height, but never so low that the fingertips (1 cm below the grip site)
   touch the floor; they are carried with their bottom above the basket's rim and let go 2 cm above it.
@@ -28,22 +31,40 @@ if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.libero_env import LiberoSimEnv
 
 Target = Callable[["LiberoSimEnv"], np.ndarray]
+Height = Callable[["LiberoSimEnv"], float]
 
 #: the grip site's position gain: 1 cm of error commands 2 cm/step (OSC_POSE's full scale is 5 cm)
 LIBERO_GAIN = 1.0
 BOWL_RIM = 0.049
-BOWL_GRASP_DEPTH = 0.015
+#: how far below the bowl's top the grip site closes: the pads are vertical and the wall leans out, so they touch
+#: it at the lip outside and at their lower edge inside, and that couple slowly turns the held bowl out of the hand
+#: (it drops after ~30 steps when held 1.5 cm down); held 5 mm down the couple is smaller and long carries last
+BOWL_GRASP_DEPTH = 0.005
+#: a bowl this far (m) from where it stood was dropped on the way: it is taken again RETRY_GRASP_DEPTH down
+DROPPED = 0.03
+RETRY_GRASP_DEPTH = 0.015
 #: fingertips reach this far below the grip site
 FINGER_REACH = 0.012
 TALL_ITEM = 0.08
 TALL_GRASP_DEPTH = 0.05
 #: the least a grasped object is raised off its support before it is carried
 MIN_LIFT = 0.05
+#: things within this (m) of a resting object's footprint flank it: it rises SIDE_CLEARANCE above them first
+FLANK_MARGIN = 0.01
+SIDE_CLEARANCE = 0.015
+#: while carried, the held object stays at most this high above its carry height per metre still to travel
+CARRY_SLOPE = 1.0
 #: how high (m) the held object's bottom clears the goal's top while carried, and where it is let go
 CARRY_CLEARANCE = {"plate": 0.04, "basket": 0.05}
 RELEASE_CLEARANCE = {"plate": 0.01, "basket": 0.02}
+#: the open hand around its grip site, fingers along an axis: (half length along it, half width across it, bottom
+#: and top relative to the grip site) of the two fingers, then of the hand above them (Panda's collision boxes)
+OPEN_HAND_BOXES = ((0.07, 0.015, -0.013, 0.05), (0.105, 0.04, 0.024, 0.13))
 #: tasks whose bowl is taken from another rim side: the bowl in the top drawer (fingers across the drawer)
 RIM_SIDE_OVERRIDES = {"libero_spatial/4": (-1.0, 0.0)}
+#: tasks whose bowl is held deeper: the bowl in the drawer, pulled against the drawer's front while the hand
+#: closes, slips out of a shallow grasp; its carry is short
+GRASP_DEPTH_OVERRIDES = {"libero_spatial/4": 0.015}
 
 
 def _centre(sim: "LiberoSimEnv", name: str) -> np.ndarray:
@@ -69,19 +90,50 @@ def _closest_yaw(candidates: list[float], current: float) -> float:
 
 # ----------------------------------------------------------------------------------------------- bowls
 def _rim_side(sim: "LiberoSimEnv") -> np.ndarray:
-    """The horizontal unit offset from the bowl's centre to the rim point it is grasped at."""
+    """The horizontal unit offset from the bowl's centre to the rim point it is grasped at: a ±y side where the
+    open hand fits (nothing of the scene in its way: a cabinet beside the bowl), farther from the other objects;
+    a ±x side (the hand turned 90°) only when neither ±y side fits. Decided on the layout at rest, so that the
+    side stays put while the hand closes in."""
     spec = sim.libero_spec
     if spec.name in RIM_SIDE_OVERRIDES:
         return np.array(RIM_SIDE_OVERRIDES[spec.name])
     centre = sim.initial_object_pos(spec.target)[:2]
     others = [sim.initial_object_pos(n)[:2] for n in sim.task.objects if n != spec.target]
+    grasp_z = _rest_bounds(sim, spec.target)[1][2] - _grasp_depth(sim)
 
     def clearance(side: np.ndarray) -> float:
         point = centre + BOWL_RIM * side
         return min(float(np.linalg.norm(point - other)) for other in others)
 
-    sides = [np.array([0.0, 1.0]), np.array([0.0, -1.0])]
-    return max(sides, key=clearance)
+    def intrusion(side: np.ndarray) -> float:
+        return _hand_intrusion(sim, np.array([*(centre + BOWL_RIM * side), grasp_z]), side, spec.target)
+
+    sides_y = [np.array([0.0, 1.0]), np.array([0.0, -1.0])]
+    free = [side for side in sides_y if intrusion(side) <= 0.0]
+    if free:
+        return max(free, key=clearance)
+    return min(sides_y + [np.array([1.0, 0.0]), np.array([-1.0, 0.0])], key=lambda side: (intrusion(side),
+                                                                                          -clearance(side)))
+
+
+def _hand_intrusion(sim: "LiberoSimEnv", grip: np.ndarray, side: np.ndarray, target: str) -> float:
+    """How far (m) the scene, other than ``target``, reaches up into the open hand with its grip site at ``grip``
+    and the fingers along the horizontal axis ``side`` (±x or ±y); negative where the hand fits."""
+    across = np.array([-side[1], side[0]])
+    worst = -np.inf
+    for along_half, across_half, z_low, z_high in OPEN_HAND_BOXES:
+        half = np.abs(side) * along_half + np.abs(across) * across_half
+        low = np.array([*(grip[:2] - half), grip[2] + z_low])
+        high = np.array([*(grip[:2] + half), grip[2] + z_high])
+        worst = max(worst, sim.highest_in(low, high, exclude=target) - low[2])
+    return worst
+
+
+def _rest_bounds(sim: "LiberoSimEnv", name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The object's box where it rested after settling (its box now, shifted by how far it has been raised)."""
+    low, high = sim.object_bounds(name)
+    raised = np.array([0.0, 0.0, sim.object_pos(name)[2] - sim.initial_object_pos(name)[2]])
+    return low - raised, high - raised
 
 
 def _bowl_grasp(sim: "LiberoSimEnv") -> np.ndarray:
@@ -89,7 +141,18 @@ def _bowl_grasp(sim: "LiberoSimEnv") -> np.ndarray:
     low, high = sim.object_bounds(bowl)
     centre = (low + high) / 2.0
     side = _rim_side(sim)
-    return np.array([centre[0] + BOWL_RIM * side[0], centre[1] + BOWL_RIM * side[1], high[2] - BOWL_GRASP_DEPTH])
+    return np.array([centre[0] + BOWL_RIM * side[0], centre[1] + BOWL_RIM * side[1], high[2] - _grasp_depth(sim)])
+
+
+def _grasp_depth(sim: "LiberoSimEnv") -> float:
+    """How far below the top the bowl is taken: shallow for the long carry from where it stood; deeper once it has
+    been dropped elsewhere (a shallow grasp often loses a bowl lifted off the flat table, and the carry left is
+    short)."""
+    spec = sim.libero_spec
+    if spec.name in GRASP_DEPTH_OVERRIDES:
+        return GRASP_DEPTH_OVERRIDES[spec.name]
+    moved = np.linalg.norm(sim.object_pos(spec.target)[:2] - sim.initial_object_pos(spec.target)[:2])
+    return RETRY_GRASP_DEPTH if moved > DROPPED else BOWL_GRASP_DEPTH
 
 
 def _bowl_yaw(sim: "LiberoSimEnv") -> float:
@@ -122,19 +185,35 @@ def _hover(grasp: Target, height: float) -> Target:
     return lambda sim: grasp(sim) + np.array([0.0, 0.0, height])
 
 
-def _lift_to(clear_z: Callable[["LiberoSimEnv"], float]) -> Target:
-    """Straight up until the held object's bottom is at ``clear_z``, and at least ``MIN_LIFT`` off its support."""
+def _lift_height(clear_z: Height) -> Height:
+    """Where the lift takes the held object's bottom: to ``clear_z``, at least ``MIN_LIFT`` off its support and
+    ``SIDE_CLEARANCE`` above whatever flanked it at rest (the walls of the drawer it lay in)."""
+    def height(sim: "LiberoSimEnv") -> float:
+        obj = sim.libero_spec.target
+        rest_low, rest_high = _rest_bounds(sim, obj)
+        margin = np.array([FLANK_MARGIN, FLANK_MARGIN, 0.0])
+        flank = sim.highest_in(rest_low - margin, rest_high + margin, exclude=obj) + SIDE_CLEARANCE
+        return max(clear_z(sim), rest_low[2] + MIN_LIFT, flank)
+    return height
+
+
+def _lift_to(height: Height) -> Target:
+    """Straight up until the held object's bottom is at ``height``."""
     def target(sim: "LiberoSimEnv") -> np.ndarray:
         ee = sim.ee_pos()
-        obj = sim.libero_spec.target
-        bottom = sim.object_bounds(obj)[0][2]
-        lowest = bottom + (sim.initial_object_pos(obj)[2] + MIN_LIFT - sim.object_pos(obj)[2])
-        return np.array([ee[0], ee[1], ee[2] + max(clear_z(sim), lowest) - bottom])
+        return np.array([ee[0], ee[1], ee[2] + height(sim) - sim.object_bounds(sim.libero_spec.target)[0][2]])
     return target
 
 
-def _over_goal(clearance: float) -> Target:
-    """Move the grip site so that the held object's bottom centre is ``clearance`` above the goal's top centre."""
+def _over_goal(clearance: float, ceiling: Height | None = None) -> Target:
+    """Move the grip site so that the held object's bottom centre is ``clearance`` above the goal's top centre.
+
+    With a ``ceiling`` (the lift's height) the object comes down only as it closes in, at most ``CARRY_SLOPE``
+    metres above that point per metre still to go sideways and never above the ceiling: a straight line from the
+    lift would cut down through the walls of the drawer or the cabinet top the bowl came from (the per-axis
+    clipped action descends as fast as it travels), and a hand left to drift up stretches the arm into its
+    singular pose on the long carries (a bowl on the cabinet).
+    """
     def target(sim: "LiberoSimEnv") -> np.ndarray:
         spec = sim.libero_spec
         low, high = sim.object_bounds(spec.target)
@@ -142,6 +221,9 @@ def _over_goal(clearance: float) -> Target:
         goal_low, goal_high = sim.object_bounds(spec.goal)
         goal = np.array([(goal_low[0] + goal_high[0]) / 2, (goal_low[1] + goal_high[1]) / 2,
                          goal_high[2] + clearance])
+        if ceiling is not None:
+            sideways = float(np.linalg.norm(goal[:2] - held[:2]))
+            goal[2] += min(CARRY_SLOPE * sideways, max(ceiling(sim) - goal[2], 0.0))
         return sim.ee_pos() + (goal - held)
     return target
 
@@ -153,12 +235,14 @@ def _goal_top(extra: float) -> Callable[["LiberoSimEnv"], float]:
 def pick_and_place(obj: str, grasp: Target, yaw: Callable[["LiberoSimEnv"], float], goal_kind: str) -> list[Phase]:
     """Hover, descend, close, lift clear of the goal, carry over it, lower, release, retreat (``obj`` slips: again)."""
     carry, release = CARRY_CLEARANCE[goal_kind], RELEASE_CLEARANCE[goal_kind]
+    lift_height = _lift_height(_goal_top(carry + 0.02))
     return [
         Phase("hover", _hover(grasp, 0.10), OPEN, tolerance=0.015, yaw=yaw, from_above=True),
         Phase("descend", grasp, OPEN, tolerance=0.008, yaw=yaw, max_steps=60),
         Phase("close", grasp, CLOSED, tolerance=1.0, hold_steps=16),
-        Phase("lift", _lift_to(_goal_top(carry + 0.02)), CLOSED, tolerance=0.02, max_steps=60, holding=obj),
-        Phase("carry", _over_goal(carry), CLOSED, tolerance=0.015, max_steps=100, holding=obj, from_above=True),
+        Phase("lift", _lift_to(lift_height), CLOSED, tolerance=0.02, max_steps=60, holding=obj),
+        Phase("carry", _over_goal(carry, lift_height), CLOSED, tolerance=0.015, max_steps=100, holding=obj,
+              from_above=True),
         Phase("lower", _over_goal(release), CLOSED, tolerance=0.008, max_steps=40, holding=obj, places=True),
         Phase("release", lambda sim: sim.ee_pos(), OPEN, tolerance=1.0, hold_steps=8),
         Phase("retreat", lambda sim: sim.ee_pos() + np.array([0.0, 0.0, 0.03]), OPEN, tolerance=1.0,

@@ -218,28 +218,33 @@ class LiberoSimEnv(SimEnv):
         """LIBERO's reset with its samplers seeded, from the fixtures' home poses.
 
         LIBERO places an object "on the stove" at the stove's sampled position *plus* the stove site's world
-        position — right when the model is freshly built with every fixture at its home pose (LIBERO's hard
-        reset), wrong by the fixture's offset once a fixture has moved (our soft resets). So the fixtures go home
-        first, and the layout depends on the seed alone, in any job order.
+        position turned by the stove's sampled rotation — right when the model is freshly built with every
+        fixture at its home pose (LIBERO's hard reset), wrong by the fixture's offset and turn once a fixture has
+        moved (our soft resets). So the fixtures go home first (position and rotation), and the layout depends on
+        the seed alone, in any job order.
         """
         model = self.mj_model
-        for body, home in self._fixture_homes().items():
-            model.body_pos[body] = home
+        for body, (pos, quat) in self._fixture_homes().items():
+            model.body_pos[body], model.body_quat[body] = pos, quat
         self.sim.forward()
         with _numpy_global_seed(seed):
             self._control.reset()  # LIBERO's reset retries a layout its samplers could not place
 
-    def _fixture_homes(self) -> dict[int, np.ndarray]:
-        """Each fixture's root-body position as the scene's XML gives it (before any reset moved it)."""
+    def _fixture_homes(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Each fixture's root-body pose (position, wxyz quaternion) as the scene's XML gives it (before any reset
+        moved it). The rotation matters as much as the position: LIBERO rotates a site's world position by the
+        fixture's *sampled* rotation, so a cabinet still turned from the last layout put the bowl "in its drawer"
+        25 cm away, beside the cabinet."""
         homes = self.__dict__.get("_homes")
         if homes is None:
             env = self.raw_env
             homes = {}
-            for name, fixture in env.fixtures_dict.items():
+            for fixture in env.fixtures_dict.values():
                 element = env.model.worldbody.find(f".//body[@name='{fixture.root_body}']")
                 if element is not None:
                     pos = np.array([float(v) for v in element.get("pos", "0 0 0").split()])
-                    homes[self.sim.model.body_name2id(fixture.root_body)] = pos
+                    quat = np.array([float(v) for v in element.get("quat", "1 0 0 0").split()])
+                    homes[self.sim.model.body_name2id(fixture.root_body)] = (pos, quat)
             self._homes = homes
         return homes
 
@@ -276,13 +281,41 @@ class LiberoSimEnv(SimEnv):
 
     def object_corners(self, name: str) -> np.ndarray:
         """World-frame corners (8 per geom) of the boxes around object ``name``'s collision geoms, now."""
-        geoms = self._object_geoms(name)
+        return self._geom_corners(self._object_geoms(name)).reshape(-1, 3)
+
+    def _geom_corners(self, geoms: np.ndarray) -> np.ndarray:
+        """(G, 8, 3) world-frame corners of the boxes around ``geoms``, now."""
         data = self.mj_data
         aabb = self.mj_model.geom_aabb[geoms]  # (G, 6): centre and half sizes in each geom's frame
         corners = aabb[:, None, :3] + _UNIT_CORNERS[None] * aabb[:, None, 3:]
         rotations = data.geom_xmat[geoms].reshape(-1, 3, 3)
-        world = data.geom_xpos[geoms][:, None, :] + np.einsum("gij,gkj->gki", rotations, corners)
-        return world.reshape(-1, 3)
+        return data.geom_xpos[geoms][:, None, :] + np.einsum("gij,gkj->gki", rotations, corners)
+
+    def highest_in(self, low: np.ndarray, high: np.ndarray, exclude: str) -> float:
+        """The highest top of the scene's colliding geoms (not the robot's, not object ``exclude``'s) whose boxes
+        reach into the box ``low``–``high``; ``-inf`` where the box is free.
+
+        What experts ask before they move something: is there room for the open hand beside a bowl's rim, what
+        walls (a drawer's) or neighbours flank an object that is to be lifted out sideways.
+        """
+        corners = self._geom_corners(self._scenery_geoms(exclude))
+        g_low, g_high = corners.min(axis=1), corners.max(axis=1)
+        inside = np.all(g_low < high, axis=1) & np.all(g_high > low, axis=1)
+        return float(g_high[inside, 2].max(initial=-np.inf))
+
+    def _scenery_geoms(self, name: str) -> np.ndarray:
+        """Indexes of the colliding geoms outside the robot and outside object ``name`` (cached: the model is
+        static)."""
+        cache = self.__dict__.setdefault("_scenery_cache", {})
+        if name not in cache:
+            model = self.mj_model
+            robot_root = model.body_rootid[self.sim.model.body_name2id(self.robot.robot_model.root_body)]
+            roots = model.body_rootid[model.geom_bodyid]
+            colliding = (model.geom_contype != 0) | (model.geom_conaffinity != 0)
+            own = np.zeros(model.ngeom, dtype=bool)
+            own[self._object_geoms(name)] = True
+            cache[name] = np.flatnonzero(colliding & (roots != robot_root) & (roots != 0) & ~own)
+        return cache[name]
 
     def _object_geoms(self, name: str) -> np.ndarray:
         """Indexes of the colliding geoms in the body subtree of object ``name`` (the model is static: cached)."""
