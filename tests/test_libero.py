@@ -93,6 +93,19 @@ def test_the_libero_carry_comes_down_only_as_it_closes_in_and_never_above_the_li
     assert np.isclose(straight[2] - 0.02, 0.96) and np.allclose(straight[:2], [0.0, -0.05])
 
 
+def test_the_bowl_grasp_pitches_the_hand_along_the_leaning_wall(monkeypatch):
+    import demos.experts.libero as libero
+    from r2a_core.rotations import axis_angle_to_matrix
+
+    for side in ([0.0, 1.0], [0.0, -1.0], [-1.0, 0.0]):
+        monkeypatch.setattr(libero, "_rim_side", lambda sim, side=side: np.array(side))
+        pointing = axis_angle_to_matrix(libero._bowl_tilt(None)) @ np.array([0.0, 0.0, -1.0])
+        radial = np.array([*side, 0.0])
+        # fingertips down and in toward the bowl's centre, by the wall's lean: the pads lie along the wall
+        assert np.isclose(np.arccos(-pointing[2]), libero.BOWL_WALL_LEAN)
+        assert np.isclose(pointing @ radial, -np.sin(libero.BOWL_WALL_LEAN))
+
+
 # ------------------------------------------------------------------------------------ the real scenes
 @pytest.fixture(scope="module")
 def spatial_sim():

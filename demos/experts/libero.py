@@ -6,16 +6,20 @@ boxes (:meth:`sim.envs.libero_env.LiberoSimEnv.object_bounds`: LIBERO's meshes p
 the plans work with the objects' real tops, bottoms and footprints). What makes them work (docs/experiments/
 libero.md):
 
-- **Bowls** (libero_spatial) are taken by the rim, 4.9 cm off centre and 5 mm below the top (deeper, the pads
-  turn the bowl out of the hand on long carries), with the fingers across the wall: on a ±y side where the open
-  hand fits beside the scenery (a cabinet next to the bowl) and farther from the other objects; the bowl in the
-  cabinet's drawer (task 4) from the −x side, the hand turned 90°, so that no finger enters the cabinet.
+- **Bowls** (libero_spatial) are taken by the rim, 4.9 cm off centre and 5 mm below the top, with the fingers
+  across the wall and the hand pitched by the wall's lean (15°) about the rim's tangent, so that the pads lie
+  along the wall (vertical pads pinch it as a couple that turns the 5.6 g bowl out of the hand on long carries):
+  on a ±y side where the open hand fits beside the scenery (a cabinet next to the bowl) and farther from the other
+  objects; the bowl in the cabinet's drawer (task 4) from the −x side, the hand turned 90°, so that no finger
+  enters the cabinet; the bowl on the cabinet (task 9) from −x too, where the pitched hand leans back toward the
+  robot's base and the long carry stays within the arm's reach.
 - **Lift and carry**: straight up until the held object clears what flanked it (a drawer's walls), then over the
   goal, coming down only as it closes in (not through the cabinet it came from).
 - **Groceries** (libero_object) are taken across their short side (the footprint's minor axis), tall items 5 cm
   below the top and low boxes at mid-height, but never so low that the fingertips (1 cm below the grip site)
   touch the floor; they are carried with their bottom above the basket's rim and let go 2 cm above it.
-- The hand holds its start orientation (pointing down) and turns only about the vertical.
+- The hand points down and turns about the vertical; for a bowl it is also pitched (``Phase.tilt``) while it
+  hovers, and keeps that pitch until the end.
 """
 
 from __future__ import annotations
@@ -36,10 +40,14 @@ Height = Callable[["LiberoSimEnv"], float]
 #: the grip site's position gain: 1 cm of error commands 2 cm/step (OSC_POSE's full scale is 5 cm)
 LIBERO_GAIN = 1.0
 BOWL_RIM = 0.049
-#: how far below the bowl's top the grip site closes: the pads are vertical and the wall leans out, so they touch
-#: it at the lip outside and at their lower edge inside, and that couple slowly turns the held bowl out of the hand
-#: (it drops after ~30 steps when held 1.5 cm down); held 5 mm down the couple is smaller and long carries last
+#: how far below the bowl's top the grip site closes. Chosen when the pads were vertical (they touched the leaning
+#: wall at the lip outside and at their lower edge inside, a couple that turned the bowl out of the hand ~30 steps
+#: after the lift when held 1.5 cm down; 5 mm down the couple was smaller); the hand is pitched now
+#: (``BOWL_WALL_LEAN``), and 1 cm down measured the same as 5 mm on task 0
 BOWL_GRASP_DEPTH = 0.005
+#: how far (rad) the bowl's wall leans out from the vertical at the rim: the hand is pitched by as much about the
+#: rim's tangent, so that the finger pads lie along the wall instead of pinching it at the lip and the lower edge
+BOWL_WALL_LEAN = 0.26
 #: a bowl this far (m) from where it stood was dropped on the way: it is taken again RETRY_GRASP_DEPTH down
 DROPPED = 0.03
 RETRY_GRASP_DEPTH = 0.015
@@ -60,8 +68,10 @@ RELEASE_CLEARANCE = {"plate": 0.01, "basket": 0.02}
 #: the open hand around its grip site, fingers along an axis: (half length along it, half width across it, bottom
 #: and top relative to the grip site) of the two fingers, then of the hand above them (Panda's collision boxes)
 OPEN_HAND_BOXES = ((0.07, 0.015, -0.013, 0.05), (0.105, 0.04, 0.024, 0.13))
-#: tasks whose bowl is taken from another rim side: the bowl in the top drawer (fingers across the drawer)
-RIM_SIDE_OVERRIDES = {"libero_spatial/4": (-1.0, 0.0)}
+#: tasks whose bowl is taken from another rim side: the bowl in the top drawer (fingers across the drawer); the
+#: bowl on the cabinet (its carry to the plate is the longest): from −x the pitched hand leans back toward the base,
+#: ~10 cm less reach than from ±y, where the straight elbow (its joint limit) stopped the bowl short of the plate
+RIM_SIDE_OVERRIDES = {"libero_spatial/4": (-1.0, 0.0), "libero_spatial/9": (-1.0, 0.0)}
 #: tasks whose bowl is held deeper: the bowl in the drawer, pulled against the drawer's front while the hand
 #: closes, slips out of a shallow grasp; its carry is short
 GRASP_DEPTH_OVERRIDES = {"libero_spatial/4": 0.015}
@@ -161,6 +171,14 @@ def _bowl_yaw(sim: "LiberoSimEnv") -> float:
     return _closest_yaw([float(np.arctan2(side[1], side[0]))], float(quat_to_yaw(sim.ee_quat())))
 
 
+def _bowl_tilt(sim: "LiberoSimEnv") -> np.ndarray:
+    """Pitch the hand about the rim's tangent by the wall's lean, fingertips toward the bowl's centre, so that the
+    pads lie along the leaning wall (vertical pads squeeze it as a couple that turns the bowl out of the hand)."""
+    side = _rim_side(sim)
+    tangent = np.cross([0.0, 0.0, 1.0], [side[0], side[1], 0.0])
+    return BOWL_WALL_LEAN * tangent
+
+
 # ----------------------------------------------------------------------------------------------- groceries
 def _item_grasp(sim: "LiberoSimEnv") -> np.ndarray:
     item = sim.libero_spec.target
@@ -232,13 +250,16 @@ def _goal_top(extra: float) -> Callable[["LiberoSimEnv"], float]:
     return lambda sim: float(sim.object_bounds(sim.libero_spec.goal)[1][2] + extra)
 
 
-def pick_and_place(obj: str, grasp: Target, yaw: Callable[["LiberoSimEnv"], float], goal_kind: str) -> list[Phase]:
-    """Hover, descend, close, lift clear of the goal, carry over it, lower, release, retreat (``obj`` slips: again)."""
+def pick_and_place(obj: str, grasp: Target, yaw: Callable[["LiberoSimEnv"], float], goal_kind: str,
+                   tilt: Callable[["LiberoSimEnv"], np.ndarray] | None = None) -> list[Phase]:
+    """Hover, descend, close, lift clear of the goal, carry over it, lower, release, retreat (``obj`` slips: again).
+
+    ``tilt``: the hand's pitch from pointing down (world axis-angle), taken while hovering and kept to the end."""
     carry, release = CARRY_CLEARANCE[goal_kind], RELEASE_CLEARANCE[goal_kind]
     lift_height = _lift_height(_goal_top(carry + 0.02))
     return [
-        Phase("hover", _hover(grasp, 0.10), OPEN, tolerance=0.015, yaw=yaw, from_above=True),
-        Phase("descend", grasp, OPEN, tolerance=0.008, yaw=yaw, max_steps=60),
+        Phase("hover", _hover(grasp, 0.10), OPEN, tolerance=0.015, yaw=yaw, tilt=tilt, from_above=True),
+        Phase("descend", grasp, OPEN, tolerance=0.008, yaw=yaw, tilt=tilt, max_steps=60),
         Phase("close", grasp, CLOSED, tolerance=1.0, hold_steps=16),
         Phase("lift", _lift_to(lift_height), CLOSED, tolerance=0.02, max_steps=60, holding=obj),
         Phase("carry", _over_goal(carry, lift_height), CLOSED, tolerance=0.015, max_steps=100, holding=obj,
@@ -254,7 +275,7 @@ def libero_phases(sim: "LiberoSimEnv") -> list[Phase]:
     """The plan for the LIBERO task ``sim`` was built for."""
     spec = sim.libero_spec
     if spec.suite == "libero_spatial":
-        return pick_and_place(spec.target, _bowl_grasp, _bowl_yaw, "plate")
+        return pick_and_place(spec.target, _bowl_grasp, _bowl_yaw, "plate", tilt=_bowl_tilt)
     if spec.suite == "libero_object":
         return pick_and_place(spec.target, _item_grasp, _item_yaw, "basket")
     raise ValueError(f"no scripted expert for LIBERO suite '{spec.suite}'")

@@ -38,3 +38,6 @@ class Phase:
     #: the hand's yaw (rad, the grip frame's x axis in the world) this phase turns to; None keeps the last
     #: target (``yaw_object`` picks one from the object instead)
     yaw: Callable[["SimEnv"], float] | None = None
+    #: a world-frame axis-angle turn (rad) applied on top of "pointing down at the yaw": a hand pitched so that
+    #: its finger pads lie along a slanted wall (a bowl's rim); None keeps the last tilt (none at first)
+    tilt: Callable[["SimEnv"], np.ndarray] | None = None

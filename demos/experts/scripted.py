@@ -27,7 +27,14 @@ import numpy as np
 
 from demos.experts.phase import CLOSED, OPEN, Phase
 from r2a_core.errors import R2AInputError
-from r2a_core.rotations import matrix_to_axis_angle, matrix_to_yaw, quat_to_matrix, quat_to_yaw, rot_z
+from r2a_core.rotations import (
+    axis_angle_to_matrix,
+    matrix_to_axis_angle,
+    matrix_to_yaw,
+    quat_to_matrix,
+    quat_to_yaw,
+    rot_z,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
@@ -51,6 +58,7 @@ class ScriptedExpert:
     def reset(self) -> None:
         self._go_to(0)
         self._yaw_target: float | None = None
+        self._tilt_target: np.ndarray | None = None
 
     @property
     def phase(self) -> Phase:
@@ -72,7 +80,7 @@ class ScriptedExpert:
         rotation_error = self._rotation_error(phase)
         action[3:6] = np.clip(rotation_error / ROT_SCALE, -1.0, 1.0)
         action[6] = phase.gripper
-        turns = phase.yaw_object is not None or phase.yaw is not None
+        turns = phase.yaw_object is not None or phase.yaw is not None or phase.tilt is not None
         aligned = self.relabel or not turns or float(np.linalg.norm(rotation_error)) < YAW_TOLERANCE
         self._advance(phase, self._distance(phase, error) if aligned else np.inf)
         return {"actions": action[None, :], "phase": phase.name}
@@ -93,6 +101,7 @@ class ScriptedExpert:
         hover = max(i for i in range(self._index + 1) if self.phases[i].name == "hover")
         self._go_to(hover)
         self._yaw_target = None
+        self._tilt_target = None
 
     def _distance(self, phase: Phase, error: np.ndarray) -> float:
         """How far the hand is from the phase's waypoint (relabel mode: horizontally, once below it)."""
@@ -128,7 +137,8 @@ class ScriptedExpert:
             self._go_to(self._index - 1)
 
     def _rotation_error(self, phase: Phase) -> np.ndarray:
-        """World-frame axis-angle from the current grip orientation to 'down, yaw-aligned with the object'."""
+        """World-frame axis-angle from the current grip orientation to 'down, yaw-aligned with the object'
+        (turned by the phase's tilt, kept until a later phase sets another, when the plan gives one)."""
         current = quat_to_matrix(self.sim.ee_quat())
         if phase.yaw is not None:
             self._yaw_target = phase.yaw(self.sim)
@@ -137,6 +147,10 @@ class ScriptedExpert:
         if self._yaw_target is None:
             self._yaw_target = float(matrix_to_yaw(current))
         desired = rot_z(self._yaw_target) @ DOWN
+        if phase.tilt is not None:
+            self._tilt_target = np.asarray(phase.tilt(self.sim), dtype=np.float64)
+        if self._tilt_target is not None:
+            desired = axis_angle_to_matrix(self._tilt_target) @ desired
         return matrix_to_axis_angle(desired @ current.T)
 
     def _aligned_yaw(self, obj: str, current: np.ndarray) -> float:
