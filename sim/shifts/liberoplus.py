@@ -40,6 +40,7 @@ import numpy as np
 
 from r2a_core.errors import R2AInputError
 from sim.envs.liberoplus_tasks import INSTALL_HINT, LiberoPlusIndex, PerturbedTask, get_family
+from sim.shifts import ShiftHooks
 from sim.shifts.base import ArraySnapshot, raw_data, raw_model
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -270,19 +271,18 @@ class LiberoPlusFamilyInfo:
 STATE_FAMILIES = ("robot_init", "layout")
 
 
-class LiberoPlusHooks:
-    """``run_episode`` hooks running one LIBERO-Plus task on its original's scene (see the module docstring)."""
+class LiberoPlusHooks(ShiftHooks):
+    """``run_episode`` hooks running one LIBERO-Plus task on its original's scene (see the module docstring); the
+    lifecycle (``after_step``, ``close`` undoing the edits, ``instruction``) is :class:`ShiftHooks`'."""
 
     def __init__(self, index: LiberoPlusIndex, task: PerturbedTask, level: int) -> None:
         family = get_family(task.family)
         if not family.runnable:
             raise R2AInputError(f"LIBERO-Plus task '{task.name}': its {family.name} family cannot run here — "
                                 f"{family.note}")
+        super().__init__(None, 0)
         self.index, self.task, self.level = index, task, int(level)
         self.factor = LiberoPlusFamilyInfo(f"liberoplus:{task.family}", task.family in STATE_FAMILIES)
-        self.params: dict[str, Any] = {}
-        self._undo = None
-        self._rng: np.random.Generator | None = None
         if task.family == "noise":
             _noise_modules()  # fail before the episode, with the install hint
 
@@ -353,14 +353,3 @@ class LiberoPlusHooks:
             return {**obs, IMAGE_KEY: image}
         return obs
 
-    def after_step(self, sim: "SimEnv", action: np.ndarray) -> None:
-        return None
-
-    def close(self) -> None:
-        if self._undo is not None:
-            undo, self._undo = self._undo, None
-            undo()
-
-    @property
-    def instruction(self) -> str | None:
-        return self.params.get("instruction")
