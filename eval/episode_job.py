@@ -166,13 +166,14 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
     shift = _shift_hooks(job, config, options)
     hooks = BenchHooks(shift, sim.task)
     policy = make_policy(options.build_spec or job.policy, sim, seed)
-    wrapper, harmonize = ReplyDiagnostics("r2a"), ReplyDiagnostics("harmonize")
+    wrapper, harmonize, canon = (ReplyDiagnostics("r2a"), ReplyDiagnostics("harmonize"),
+                                 ReplyDiagnostics("canonicalize"))
     try:
         _check_artifacts(job.policy, policy, options.artifacts)
         # the config's execution horizon wins; otherwise the policy's own (openpi's action_horizon), else all of it
         n_action_steps = config.n_action_steps or getattr(policy, "n_action_steps", None)
         _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, hooks=hooks,
-                                 observer=_both(frames, wrapper, harmonize))
+                                 observer=_both(frames, wrapper, harmonize, canon))
     finally:
         close = getattr(policy, "close", None)  # a server connection is released at once, not at GC
         if callable(close):
@@ -180,7 +181,7 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
     if config.save_trajectories:
         files[f"trajectories/{job.slug()}.npz"] = _npz_bytes(summary["trace"])
     record = _record_fields(sim, hooks, summary)
-    for diagnostics in (wrapper, harmonize):
+    for diagnostics in (wrapper, harmonize, canon):
         if diagnostics.replies:
             record[diagnostics.key] = diagnostics.summary()
     return record
@@ -214,7 +215,8 @@ def _factor(job: Job, options: JobOptions) -> Any:
 
 class ReplyDiagnostics:
     """A rollout observer keeping one diagnostic of a policy's replies per query — ``r2a`` (the R2A wrapper's, per
-    chunk) or ``harmonize`` (observation harmonization's, per camera) — and summarizing them for the record."""
+    chunk), ``harmonize`` (observation harmonization's, per camera) or ``canonicalize`` (view canonicalization's
+    estimate, one per episode) — and summarizing them for the record."""
 
     def __init__(self, key: str) -> None:
         self.key, self.replies = key, []
@@ -224,6 +226,8 @@ class ReplyDiagnostics:
             self.replies.append(step.reply[self.key])
 
     def summary(self) -> dict[str, Any]:
+        if self.key == "canonicalize":  # estimated once, at the first frame: the last reply says it all
+            return dict(self.replies[-1])
         if self.key == "harmonize":
             from r2a.harmonize import summarize_harmonize
 

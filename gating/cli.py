@@ -23,6 +23,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     d.add_argument("--image-stats", type=Path, default=None,
                    help="the demos' image statistics (r2a demos image-stats) for the image signal")
     d.add_argument("--frame-stride", type=int, default=2, help="every n-th frame (default 2)")
+    d.add_argument("--frames-too", action="store_true",
+                   help="rollouts with recorded gate rows (--gate-rows) also give rows of every n-th frame")
     d.add_argument("--out", type=Path, required=True, metavar="NPZ", help="output file (r2a.gate.data v1)")
     t = sub.add_parser("train", help="train the learned gate (torchrun --nproc_per_node N for data parallel)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -81,7 +83,8 @@ def _data(args: argparse.Namespace) -> int:
 
     _, base, wrapper, episodes = build_offline(args.config, args.overrides, args.demos, args.dagger)
     scorer = load_image_stats(args.image_stats) if args.image_stats else None
-    data = build_gate_data(episodes, wrapper, base, scorer, frame_stride=args.frame_stride)
+    data = build_gate_data(episodes, wrapper, base, scorer, frame_stride=args.frame_stride,
+                           frames_too=args.frames_too)
     if args.image_stats:
         data["meta"]["image_stats"] = {"path": str(args.image_stats), "sha256": sha256_path(args.image_stats)}
     save_gate_data(data, args.out)

@@ -8,6 +8,9 @@ from typing import ClassVar
 from r2a_core.config import TypedConfig
 from r2a_core.errors import R2AInputError
 
+#: what the training loss compares (GateTrainConfig.target)
+TARGETS = ("blend", "oracle_s")
+
 
 @dataclass
 class GateTrainConfig(TypedConfig):
@@ -36,6 +39,11 @@ class GateTrainConfig(TypedConfig):
     """AdamW learning rate, constant over the epochs (no warm-up or decay)"""
     weight_decay: float = 0.0001
     """AdamW weight decay"""
+    target: str = "blend"
+    """what the loss compares: ``blend`` — the blended chunk with the expert's, squared (rows where the base is far
+    off weigh most); ``oracle_s`` — S with each row's oracle S (per dimension, in the bounds, the S whose blend is
+    closest to the expert's chunk under the holding rule), squared: every row weighs alike, so the many rows where
+    blending pulls away (oracle S 0) teach the gate when to stay out"""
     s_penalty: float = 0.0005
     """weight of mean S² in the loss: with no evidence that the reference is better, S stays near 0 (the base)"""
     balance_kinds: bool = False
@@ -56,10 +64,12 @@ class GateTrainConfig(TypedConfig):
         bad = [s for s in self.signals if s not in SIGNALS]
         if bad:
             raise R2AInputError(f"signals: unknown signal {bad[0]!r}; signals: {', '.join(SIGNALS)}")
+        if self.target not in TARGETS:
+            raise R2AInputError(f"target: unknown {self.target!r}; targets: {', '.join(TARGETS)}")
         if not 0 < self.max_gate <= 1:
             raise R2AInputError(f"max_gate must be in (0, 1], got {self.max_gate}")
         if self.epochs < 1 or self.batch_size < 1 or self.hidden < 1 or self.holdout_every < 2 or self.save_every < 1:
             raise R2AInputError("epochs, batch_size, hidden, save_every must be >= 1 and holdout_every >= 2")
 
 
-__all__ = ["GateTrainConfig"]
+__all__ = ["TARGETS", "GateTrainConfig"]

@@ -5,14 +5,21 @@
 * held-out demonstrations, clean or re-rendered under training-split shifts (``r2a demos rerender --shift``):
   the base policy's chunk on those images, the demo's own history, the demo's next actions as the truth;
 * the wrapper's or the base's own rollouts (``r2a policy dagger --beta 0 --lookahead 8 [--shift F:L]``): the
-  history the learner executed, the scripted expert's own next actions from each visited state as the truth —
+  history the learner executed, the scripted expert's own next actions from each visited state as the truth;
+* **closed-loop rows** (``r2a policy dagger --policy R2A_VARIANT --gate-rows --beta 0 --lookahead 8``): what the
+  deployed wrapper's gate really read at each of its gated queries (the harmonized base's chunk, the retrieved
+  reference, the holding rule's per-step scale), recorded during the rollout, with the expert's own next actions
+  from the same state as the truth — no base inference afterwards, the rows are the run time's (kind
+  ``closed_loop``) —
 
-and stores, per frame, what the gate reads (:class:`~r2a.wrapper.learned_gate.GateRaw`: base and reference
-chunks, retrieval confidence, proprio, elapsed time, the base's disagreement with its previous plan, the image's
-visual-OOD score) and the expert's chunk. Frames where the wrapper would fall back (seed too far, retrieval
-unsure) are left out: the gate never acts there. Every episode's seeds and shift settings go into the file, so a
-gate trained on it carries them (the benchmark refuses to score a gate on a seed it saw). Format
-``r2a.gate.data`` v1 (``.npz`` of arrays + a JSON ``meta`` entry; no pickle).
+and stores, per frame, what the gate reads (:class:`~r2a.wrapper.learned_gate.GateRaw`: base and reference chunks,
+retrieval confidence, proprio, elapsed time, the base's disagreement with its previous plan, the image's visual-OOD
+score) and the expert's chunk. Frames where the wrapper would fall back (seed too far, retrieval unsure) are left
+out: the gate never acts there. ``scale`` is the holding rule's factor per executed step (the wrapper multiplies S
+by it: recorded, or on rows rebuilt from frames, the config's rule applied to the base chunk). Every episode's seeds
+and shift settings go into the file, so a gate trained on it carries them (the benchmark refuses to score a gate on
+a seed it saw). Format ``r2a.gate.data`` v2 (``.npz`` of arrays + a JSON ``meta`` entry; no pickle); v1 files (no
+``scale``) are read with scale 1.
 """
 
 from __future__ import annotations
@@ -31,16 +38,19 @@ from r2a_core.types import Episode, image_key
 
 log = logging.getLogger(__name__)
 
-FORMAT, FORMAT_VERSION = "r2a.gate.data", 1
+FORMAT, FORMAT_VERSION = "r2a.gate.data", 2
+#: versions this reader accepts (v1: before ``scale``)
+READABLE_VERSIONS = (1, 2)
 ARRAYS = ("base", "reference", "expert", "retrieval", "ee_pos", "gripper", "step", "disagreement", "has_plan",
-          "image_score", "has_image", "episode", "seed")
+          "image_score", "has_image", "episode", "seed", "scale")
 
 
 def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, base_policy: Any,
                     image_scorer: Any = None, frame_stride: int = 2, predict_batch: int = 64,
-                    progress: bool = True) -> dict[str, Any]:
+                    progress: bool = True, frames_too: bool = False) -> dict[str, Any]:
     """Rows of every ``frame_stride``-th frame of ``episodes`` ``[(kind, source file, episode)]`` for ``wrapper``
-    (an :class:`~r2a.wrapper.policy.R2APolicy`: its retriever, conversion and fallback thresholds)."""
+    (an :class:`~r2a.wrapper.policy.R2APolicy`: its retriever, conversion, fallback thresholds and holding rule);
+    a rollout with recorded gate rows gives those (``closed_loop``), and its frames too with ``frames_too``."""
     from r2a.retrieval.history import window_from_arrays
     from r2a.retrieval.offline import episode_prompt, expert_chunk
     from r2a.retrieval.queries import base_chunks, condition_of
@@ -60,6 +70,14 @@ def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, 
         if len(ep) < 2:
             continue
         seed = _episode_seeds(ep, seeds, shifts)
+        recorded = _recorded_rows(ep)
+        if recorded is not None:
+            kept = _append_recorded(rows, recorded, ep, steps, number, seed, space.dim)
+            labels["condition"] += [condition_of(ep)] * kept
+            labels["kind"] += ["closed_loop"] * kept
+            sources.append(source)
+            if not frames_too:
+                continue
         executed = np.asarray(ep.meta.get("executed_actions", ep.actions), np.float64) \
             if isinstance(ep.meta, dict) else ep.actions
         frames = np.arange(0, len(ep) - 1, frame_stride)
@@ -88,7 +106,8 @@ def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, 
                                                  "seed_distance": found.seed_distance, "progress": found.progress},
                                       proprio={"ee_pos": window.now_pos, "gripper": np.array(window.now_gripper)},
                                       step=t, observation=obs), layout, image_scorer)
-            _append(rows, raw, pad_steps(expert_chunk(ep, t, steps), steps), number, seed, space.dim)
+            _append(rows, raw, pad_steps(expert_chunk(ep, t, steps), steps), number, seed, space.dim,
+                    holding_scale(base, space, p.holding_scale, steps))
             labels["condition"].append(condition_of(ep))
             labels["kind"].append(kind)
         sources.append(source)
@@ -115,7 +134,53 @@ def _episode_seeds(ep: Episode, seeds: set[int], shifts: set[str]) -> int:
     return int(meta["seed"]) if isinstance(meta.get("seed"), int) else -1
 
 
-def _append(rows: dict[str, list[Any]], raw: Any, expert: np.ndarray, episode: int, seed: int, dim: int) -> None:
+def holding_scale(base: np.ndarray, space: Any, scale: float, steps: int) -> np.ndarray:
+    """The wrapper's holding rule on a base chunk: ``scale`` on the steps where it commands the gripper closed."""
+    out = np.ones(steps)
+    grip = list(space.gripper_dims)
+    if scale != 1.0 and grip:
+        out[:len(base)][(np.asarray(base)[:steps, grip] > 0).any(axis=1)] = scale
+    return out
+
+
+def _recorded_rows(ep: Episode) -> dict[str, list[Any]] | None:
+    """The gate rows recorded during a ``--gate-rows`` rollout (None for other episodes)."""
+    meta = ep.meta if isinstance(ep.meta, dict) else {}
+    dagger = meta.get("dagger")
+    return dagger.get("gate_rows") if isinstance(dagger, dict) else None
+
+
+def _append_recorded(rows: dict[str, list[Any]], recorded: dict[str, list[Any]], ep: Episode, steps: int,
+                     episode: int, seed: int, dim: int) -> int:
+    """Append a rollout's recorded gate rows, each with the expert's label chunk of its state; returns how many."""
+    from r2a.wrapper.learned_gate import GateRaw, pad_steps
+
+    where = f"{ep.meta.get('source_file', 'episode')}: meta.dagger.gate_rows"
+    if ep.label_chunks is None:
+        raise R2AInputError(f"{where}: the rollout has no label_chunks; record it with --lookahead {steps}")
+    count = len(recorded.get("step", []))
+    for i in range(count):
+        t = int(recorded["step"][i])
+        if not 0 <= t < len(ep):
+            raise R2AInputError(f"{where}: row {i} is at step {t}, outside the episode's {len(ep)} steps")
+        disagreement = recorded["disagreement"][i]
+        score = recorded["image_score"][i]
+        raw = GateRaw(base=np.asarray(recorded["base"][i], np.float64),
+                      reference=np.asarray(recorded["reference"][i], np.float64),
+                      retrieval=np.asarray(recorded["retrieval"][i], np.float64),
+                      ee_pos=np.asarray(recorded["ee_pos"][i], np.float64), gripper=float(recorded["gripper"][i]),
+                      step=int(recorded["elapsed"][i]),
+                      disagreement=None if disagreement is None else np.asarray(disagreement, np.float64),
+                      image_score=None if score is None else float(score))
+        if raw.base.shape != (steps, dim) or raw.reference.shape != (steps, dim):
+            raise R2AInputError(f"{where}: row {i} has chunks of shape {raw.base.shape}, expected ({steps}, {dim})")
+        scale = pad_steps(np.asarray(recorded["scale"][i], np.float64)[:, None], steps)[:, 0]
+        _append(rows, raw, pad_steps(ep.label_chunks[t], steps), episode, seed, dim, scale)
+    return count
+
+
+def _append(rows: dict[str, list[Any]], raw: Any, expert: np.ndarray, episode: int, seed: int, dim: int,
+            scale: np.ndarray) -> None:
     rows["base"].append(raw.base.astype(np.float32))
     rows["reference"].append(raw.reference.astype(np.float32))
     rows["expert"].append(expert.astype(np.float32))
@@ -130,6 +195,7 @@ def _append(rows: dict[str, list[Any]], raw: Any, expert: np.ndarray, episode: i
     rows["has_image"].append(raw.image_score is not None)
     rows["episode"].append(np.int32(episode))
     rows["seed"].append(np.int64(seed))
+    rows["scale"].append(np.asarray(scale, np.float32))
 
 
 def save_gate_data(data: dict[str, Any], path: str | Path) -> Path:
@@ -154,9 +220,11 @@ def load_gate_data(paths: Sequence[str | Path]) -> dict[str, Any]:
                 loaded = {name: f[name] for name in ARRAYS if name in f}
         except (OSError, ValueError, KeyError) as err:
             raise R2AInputError(f"{path}: not a gate data file ({err})") from None
-        if meta.get("format") != FORMAT or meta.get("format_version") != FORMAT_VERSION:
+        if meta.get("format") != FORMAT or meta.get("format_version") not in READABLE_VERSIONS:
             raise R2AInputError(f"{path}: format {meta.get('format')!r} v{meta.get('format_version')!r} is not gate "
                                 f"data this r2a reads ({FORMAT} v{FORMAT_VERSION}); build it with 'r2a gate data'")
+        if meta["format_version"] == 1 and "base" in loaded:  # before the holding rule's scale was stored
+            loaded["scale"] = np.ones(loaded["base"].shape[:2], np.float32)
         missing = [name for name in ARRAYS if name not in loaded]
         if missing:
             raise R2AInputError(f"{path}: missing array(s) {', '.join(missing)}")

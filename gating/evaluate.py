@@ -35,13 +35,14 @@ def evaluate_gate(gate_dir: str | Path, data_paths: Sequence[str | Path], n_boot
         s = ckpt.net(torch.as_tensor(feature_matrix(arrays, layout), dtype=torch.float32)).numpy().astype(np.float64)
     m = list(layout.motion_dims)
     base, ref, expert = (arrays[k].astype(np.float64) for k in ("base", "reference", "expert"))
+    scale = arrays["scale"].astype(np.float64)[:, :, None]  # the holding rule, as the wrapper applies it
     fixed_t, fixed_r = ckpt.provenance.get("best_constant", [0.0, 0.0])
     fixed_s = np.zeros(len(m))
     fixed_s[0:3], fixed_s[3:6] = fixed_t, fixed_r
     chunks = {"base": base, "reference": ref}
     for name, gate in (("fixed", np.broadcast_to(fixed_s, s.shape)), ("gate", s)):
         blended = base.copy()
-        blended[:, :, m] = base[:, :, m] + gate[:, None, :] * (ref[:, :, m] - base[:, :, m])
+        blended[:, :, m] = base[:, :, m] + scale * gate[:, None, :] * (ref[:, :, m] - base[:, :, m])
         chunks[name] = blended
     errors = {name: np.array([chunk_errors(c, e) for c, e in zip(chunk, expert)]) for name, chunk in chunks.items()}
     cond, kind, episode = np.array(meta["condition"]), np.array(meta["kind"]), arrays["episode"]

@@ -27,7 +27,8 @@ def synthetic_gate_data(path: str | Path, episodes: int = 12, rows_per_episode: 
               "disagreement": np.abs(base - reference).mean(1).astype(np.float32), "has_plan": np.ones(n, bool),
               "image_score": np.where(shifted, 50.0, 1.0).astype(np.float32), "has_image": np.ones(n, bool),
               "episode": np.repeat(np.arange(episodes), rows_per_episode).astype(np.int32),
-              "seed": np.repeat(20000 + np.arange(episodes), rows_per_episode).astype(np.int64)}
+              "seed": np.repeat(20000 + np.arange(episodes), rows_per_episode).astype(np.int64),
+              "scale": np.ones((n, 8), np.float32)}
     meta = {"format": FORMAT, "format_version": FORMAT_VERSION, "layout": GateLayout().to_dict(),
             "action_space": {"kind": OSC_POSE_DELTA.kind, "dim": 7},
             "condition": ["light:3" if s else "clean" for s in shifted], "kind": ["demo"] * n, "sources": ["synthetic"],

@@ -1,13 +1,16 @@
 """Train the learned gate: ``r2a gate train --config configs/gate/default.yaml --data FILES --out DIR``.
 
-Loss per row: the blended chunk ``A_base + S ⊙ (A_ref − A_base)`` against the expert's chunk over the executed
-steps, squared, summed over the motion dimensions and averaged over the steps, plus ``s_penalty · mean S²`` so S
-stays near 0 wherever the data gives no reason to move (clean states where the base is right must not get
-worse). Validation holds out whole episodes. One process on the CPU here; ``torchrun --nproc_per_node N`` runs
-data-parallel (DDP: gloo on CPUs, NCCL on GPUs; each process takes every N-th row of each epoch's order; N = 1 too,
-which is how scripts/gpu_check.sh checks NCCL on one GPU), with automatic device selection. Rank 0 writes the
-checkpoint every ``save_every`` epochs (resumable: a rerun with the same ``--out`` continues from the last one),
-``train_summary.json`` and ``training_curve.png``.
+Loss per row (``target: blend``): the blended chunk ``A_base + c_t S ⊙ (A_ref − A_base)`` against the expert's chunk
+over the executed steps, squared, summed over the motion dimensions and averaged over the steps, with ``c_t`` the
+holding rule's per-step scale the rows carry (closed-loop rows; 1 on rows rebuilt from frames); or (``target:
+oracle_s``) S against each row's oracle S (:func:`~r2a.wrapper.gate.closest_gate`, the minimizer of the blend loss
+of that row alone), squared, so that every row weighs alike; either plus ``s_penalty · mean S²`` so S stays near 0
+wherever the data gives no reason to move (clean states where the base is right must not get worse). Rows where the
+holding rule zeroes every step are left out: the gate does not act there. Validation holds out whole episodes. One
+process on the CPU here; ``torchrun --nproc_per_node N`` runs data-parallel (DDP: gloo on CPUs, NCCL on GPUs; each
+process takes every N-th row of each epoch's order; N = 1 too, which is how scripts/gpu_check.sh checks NCCL on one
+GPU), with automatic device selection. Rank 0 writes the checkpoint every ``save_every`` epochs (resumable: a rerun
+with the same ``--out`` continues from the last one), ``train_summary.json`` and ``training_curve.png``.
 """
 
 from __future__ import annotations
@@ -56,7 +59,10 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     m = list(layout.motion_dims)
     base, ref, expert = (torch.as_tensor(arrays[k][:, :, m], dtype=torch.float32)
                          for k in ("base", "reference", "expert"))
-    weight = torch.as_tensor(row_weights(meta["kind"], config.balance_kinds), dtype=torch.float32)
+    scale = torch.as_tensor(arrays["scale"], dtype=torch.float32)
+    oracle = torch.as_tensor(oracle_targets(arrays, m, config.max_gate), dtype=torch.float32)
+    acts = arrays["scale"].any(axis=1)  # the holding rule leaves the gate some step of this row
+    weight = torch.as_tensor(row_weights(meta["kind"], config.balance_kinds) * acts, dtype=torch.float32)
     val = (arrays["episode"] % config.holdout_every) == config.holdout_every - 1
     train_idx, val_idx = np.flatnonzero(~val), np.flatnonzero(val)
     if len(train_idx) == 0 or len(val_idx) == 0:
@@ -85,9 +91,9 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
     if backend is not None:
         model = torch.nn.parallel.DistributedDataParallel(
             net, device_ids=[device.index] if device.type == "cuda" else None)
-    tensors = [t.to(device) for t in (xt, base, ref, expert, weight)]
+    tensors = [t.to(device) for t in (xt, base, ref, expert, weight, scale, oracle)]
     provenance = {"data": [{"path": str(p), "sha256": sha256_path(p)} for p in data_paths],
-                  "best_constant": best_constant_gate(arrays, train_idx, m, config.max_gate),
+                  "best_constant": best_constant_gate(arrays, train_idx[acts[train_idx]], m, config.max_gate),
                   "seeds": meta["seeds"], "shift_settings": meta["shift_settings"], "rows": int(len(x)),
                   "train_rows": int(len(train_idx)), "val_rows": int(len(val_idx)), "processes": world,
                   "device": str(device)}
@@ -104,13 +110,14 @@ def train_gate(config: GateTrainConfig, data_paths: Sequence[str | Path], out: s
         losses = []
         for i in range(0, len(order), config.batch_size):
             idx = torch.as_tensor(order[i:i + config.batch_size], device=device)
-            loss = _loss(model, *(t[idx] for t in tensors), config.s_penalty)
+            loss = _loss(model, *(t[idx] for t in tensors), config.s_penalty, config.target)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             losses.append(float(loss.detach()))
         row = {"epoch": epoch + 1, "train_loss": float(np.mean(losses)) if losses else None,
-               "epoch_s": round(time.perf_counter() - t0, 3), **_validate(net, tensors, val_idx, config.s_penalty)}
+               "epoch_s": round(time.perf_counter() - t0, 3),
+               **_validate(net, tensors, val_idx, config.s_penalty, config.target)}
         history.append(row)
         bar.set_postfix(train=f"{row['train_loss']:.4f}", val=f"{row['val_loss']:.4f}")
         if run is not None:
@@ -153,11 +160,12 @@ def best_constant_gate(arrays: dict[str, np.ndarray], rows: np.ndarray, motion: 
     """The constant (translation, rotation) S on a 0.05 grid up to ``max_gate`` with the least squared error of the
     blend against the expert on ``rows`` (the training split): what the ``r2a-fixed`` ablation runs."""
     base, ref, expert = (arrays[k][rows][:, :, motion].astype(np.float64) for k in ("base", "reference", "expert"))
+    c = arrays["scale"][rows].astype(np.float64)[:, :, None]  # the holding rule
     grid = np.round(np.arange(0.0, max_gate + 1e-9, 0.05), 2)
     best = []
     for dims in (slice(0, 3), slice(3, 6)):
         b, r, e = base[..., dims], ref[..., dims], expert[..., dims]
-        errors = [float((((b + s * (r - b)) - e) ** 2).sum(-1).mean()) for s in grid]
+        errors = [float((((b + c * s * (r - b)) - e) ** 2).sum(-1).mean()) for s in grid]
         best.append(float(grid[int(np.argmin(errors))]))
     return best
 
@@ -173,32 +181,45 @@ def row_weights(kinds: Sequence[str], balance: bool) -> np.ndarray:
     return weights
 
 
-def _loss(model: Any, x: Any, base: Any, ref: Any, expert: Any, weight: Any, s_penalty: float) -> Any:
+def oracle_targets(arrays: dict[str, np.ndarray], motion: list[int], max_gate: float) -> np.ndarray:
+    """Each row's oracle S on the ``motion`` dims ``(rows, M)``: the S in the bounds whose blend, under the row's
+    holding-rule scale, is closest to the expert's chunk."""
+    from r2a.wrapper.gate import closest_gate
+
+    base, ref, expert = (arrays[k][:, :, motion] for k in ("base", "reference", "expert"))
+    return closest_gate(base, ref, expert, arrays["scale"], max_gate)
+
+
+def _loss(model: Any, x: Any, base: Any, ref: Any, expert: Any, weight: Any, scale: Any, oracle: Any,
+          s_penalty: float, target: str) -> Any:
     s = model(x)  # (B, M)
-    blended = base + s[:, None, :] * (ref - base)
-    per_row = ((blended - expert) ** 2).sum(-1).mean(-1)
+    if target == "oracle_s":
+        per_row = ((s - oracle) ** 2).mean(-1)
+    else:
+        blended = base + scale[:, :, None] * s[:, None, :] * (ref - base)
+        per_row = ((blended - expert) ** 2).sum(-1).mean(-1)
     return (weight * per_row).sum() / weight.sum() + s_penalty * (s ** 2).mean()
 
 
-def _validate(net: Any, tensors: list[Any], val_idx: np.ndarray, s_penalty: float) -> dict[str, Any]:
+def _validate(net: Any, tensors: list[Any], val_idx: np.ndarray, s_penalty: float, target: str) -> dict[str, Any]:
     """Validation loss, the translation error (mm per step) of the base and of the blend, the mean S per dim."""
     import torch
 
     from r2a.retrieval.motion import DELTA_EE_SCALE
 
-    x, base, ref, expert, weight = (t[torch.as_tensor(val_idx, device=t.device)] for t in tensors)
+    x, base, ref, expert, weight, scale, oracle = (t[torch.as_tensor(val_idx, device=t.device)] for t in tensors)
     net.eval()
     with torch.no_grad():
         s = net(x)
-        blended = base + s[:, None, :] * (ref - base)
-        per_row = ((blended - expert) ** 2).sum(-1).mean(-1)
-        loss = float((weight * per_row).sum() / weight.sum() + s_penalty * (s ** 2).mean())
+        loss = float(_loss(net, x, base, ref, expert, weight, scale, oracle, s_penalty, target))
+        blended = base + scale[:, :, None] * s[:, None, :] * (ref - base)
 
         def mm(chunk: Any) -> float:
             return float(torch.linalg.norm((chunk - expert)[..., :3], dim=-1).mean()) * DELTA_EE_SCALE[0] * 1000
 
         return {"val_loss": loss, "val_base_mm": round(mm(base), 3), "val_gate_mm": round(mm(blended), 3),
-                "val_ref_mm": round(mm(ref), 3), "val_mean_S": [round(v, 4) for v in s.mean(0).tolist()]}
+                "val_ref_mm": round(mm(ref), 3), "val_mean_S": [round(v, 4) for v in s.mean(0).tolist()],
+                "val_oracle_S": [round(v, 4) for v in oracle.mean(0).tolist()]}
 
 
 def feature_matrix(arrays: dict[str, np.ndarray], layout: Any) -> np.ndarray:
@@ -255,4 +276,4 @@ def plot_training_curve(history: list[dict[str, Any]], path: Path) -> None:
         fig.savefig(tmp, format="png", dpi=110)
 
 
-__all__ = ["best_constant_gate", "feature_matrix", "plot_training_curve", "train_gate"]
+__all__ = ["best_constant_gate", "feature_matrix", "oracle_targets", "plot_training_curve", "train_gate"]

@@ -55,6 +55,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         help="run every episode under a shift factor (e.g. background:2; episode i samples it with "
                              "its own seed, so keep --seed below 100000 for training data): the learner sees the "
                              "shifted scene, the expert labels from the simulator state")
+    dagger.add_argument("--gate-rows", action="store_true",
+                        help="the learner is an R2A wrapper with a learned gate: also record what its gate read at "
+                             "each gated query (closed-loop rows for r2a gate data; use with --lookahead 8)")
     add_expert_argument(dagger)
     average = sub.add_parser("average", help="average the weights of built-in VLA checkpoints continued from one "
                                              "start (a model soup)")
@@ -113,7 +116,7 @@ def _dagger(args: argparse.Namespace) -> int:
     from demos.collect import CollectConfig, collect
     from r2a.policies.dagger import LearnerExecutor
 
-    executor = LearnerExecutor(args.policy, args.beta)
+    executor = LearnerExecutor(args.policy, args.beta, gate_rows=args.gate_rows)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
                                    executor=executor, lookahead=args.lookahead, expert=args.expert,

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from r2a.retrieval.motion import DELTA_EE_SCALE
-from r2a.wrapper.gate import GateInputs, bound_gate
+from r2a.wrapper.gate import GateInputs, bound_gate, closest_gate
 from r2a_core.policy import ChunkBroker, Policy
 from r2a_core.types import ActionSpace
 
@@ -41,17 +41,8 @@ from r2a_core.types import ActionSpace
 def oracle_gate(base: np.ndarray, reference: np.ndarray, target: np.ndarray, scale: np.ndarray,
                 action_space: ActionSpace, max_gate: float) -> np.ndarray:
     """Per dimension, the S in ``[0, max_gate]`` whose blend ``base + scale·S·(reference − base)`` is closest to
-    ``target`` in least squares over the steps ``(A,)``.
-
-    The error is a parabola in S, so the minimizer ``Σ c·d·(target − base) / Σ (c·d)²`` (``d = reference − base``,
-    ``c`` the step's ``scale``) clipped to the bounds is the best S inside them. 0 on the gripper dims and where S
-    moves nothing (the reference equals the base, or every step's scale is 0).
-    """
-    lever = np.asarray(scale, np.float64)[:, None] * (np.asarray(reference, np.float64) - base)
-    num = (lever * (np.asarray(target, np.float64) - base)).sum(axis=0)
-    den = (lever ** 2).sum(axis=0)
-    s = np.divide(num, den, out=np.zeros_like(num), where=den > 1e-12)
-    return bound_gate(s, action_space, max_gate)
+    ``target`` in least squares over the steps ``(A,)`` (:func:`~r2a.wrapper.gate.closest_gate`)."""
+    return bound_gate(closest_gate(base, reference, target, scale, max_gate), action_space, max_gate)
 
 
 def _expert_error(chunk: np.ndarray, target: np.ndarray) -> list[float]:

@@ -196,6 +196,9 @@ def _r2a_with(ctx: PolicyContext, name: str, ablation: list[str]) -> Policy:
     return build_r2a(config, base, space)
 
 
+#: the gate trained on r2a-harmonize-hold's closed-loop rows, oracle-S target (r2a/assets/R2A_ASSETS.md)
+CLOSED_LOOP_GATE = "r2a/assets/r2a_gate_closed_loop"
+
 R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a": ([], "the base policy wrapped by R2A; 'r2a' (configs/r2a/builtin.yaml), 'r2a:CONFIG.yaml', options "
                 "'r2a:CONFIG.yaml?gate.translation=0.3&recovery.enabled=false'"),
@@ -213,6 +216,16 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a-harmonize-hold": (["harmonize.enabled=true", "gate.holding_scale=0"],
                            "r2a-harmonize with the base alone while it commands the gripper closed "
                            "(carrying, placing)"),
+    "r2a-harmonize-hold-canon": (["harmonize.enabled=true", "gate.holding_scale=0", "canonicalize.enabled=true"],
+                                 "r2a-harmonize-hold around a base whose agentview image is warped back to the "
+                                 "training view (view canonicalization, estimated from the first frame)"),
+    "r2a-harmonize-hold-clgate": (["harmonize.enabled=true", "gate.holding_scale=0",
+                                   f"gate.checkpoint={CLOSED_LOOP_GATE}"],
+                                  "r2a-harmonize-hold whose gate was trained on its own closed-loop rows with "
+                                  "oracle-S targets (issue 35, lever 1)"),
+    "r2a-harmonize-hold-clgate-canon": (["harmonize.enabled=true", "gate.holding_scale=0",
+                                         f"gate.checkpoint={CLOSED_LOOP_GATE}", "canonicalize.enabled=true"],
+                                        "r2a-harmonize-hold-clgate with view canonicalization (levers 1 and 2)"),
 }
 
 
@@ -276,3 +289,29 @@ def _register_oracle(name: str, parts: tuple[bool, bool], help_: str) -> None:
 
 for _name, (_parts, _help) in ORACLES.items():
     _register_oracle(_name, _parts, _help)
+
+
+# ------------------------------------------------------------------------------------- view canonicalization
+
+@register_policy("oracle-canonicalize", "NOT deployable, a headroom diagnostic (privileged simulator state): BASE "
+                                        "seeing the agentview image warped (table-plane homography) from the TRUE "
+                                        "shifted camera pose to the clean one, 'oracle-canonicalize:BASE_SPEC'")
+def _oracle_canonicalize(ctx: PolicyContext) -> Policy:
+    _require_sim(ctx, "oracle-canonicalize")
+    from r2a.canonicalize import OracleCanonicalizedPolicy
+
+    spec = _adapter_arg(ctx, "oracle-canonicalize", "the base policy's spec, e.g. oracle-canonicalize:builtin")
+    return OracleCanonicalizedPolicy(make_policy(spec, ctx.sim, ctx.seed), ctx.sim)
+
+
+@register_policy("canonicalize", "BASE seeing the agentview image warped back to the training view by the camera "
+                                 "displacement estimated from the episode's first frame (gated: clean views pass), "
+                                 "'canonicalize:BASE_SPEC', e.g. canonicalize:builtin")
+def _canonicalize(ctx: PolicyContext) -> Policy:
+    from r2a.canonicalize import CanonicalizedPolicy, CanonicalizeSettings, load_reference
+    from r2a.wrapper.config import resolve_path
+
+    spec = _adapter_arg(ctx, "canonicalize", "the base policy's spec, e.g. canonicalize:builtin")
+    settings = CanonicalizeSettings(enabled=True)
+    reference = load_reference(resolve_path(settings.reference))
+    return CanonicalizedPolicy(make_policy(spec, ctx.sim, ctx.seed), reference, settings)

@@ -42,6 +42,13 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
         stats_path = resolve_path(config.harmonize.image_stats)
         base = HarmonizedPolicy(base, _image_stats(str(stats_path)), config.harmonize)
         harmonize_artifacts = {"harmonize_stats": {"path": str(stats_path), "sha256": sha256_path(stats_path)}}
+    if config.canonicalize.enabled:  # the base sees the view warped back to the training camera's; R2A sees raw
+        from r2a.canonicalize import CanonicalizedPolicy
+        from r2a_core.provenance import sha256_path
+
+        reference_path = resolve_path(config.canonicalize.reference)
+        base = CanonicalizedPolicy(base, _canon_reference(str(reference_path)), config.canonicalize)
+        harmonize_artifacts["canon_reference"] = {"path": str(reference_path), "sha256": sha256_path(reference_path)}
     graph, response, graph_sha = _graph(str(resolve_path(config.graph)))
     graph_space = graph.manifest["action_space"]
     if config.conversion == "actions" and (graph_space.get("kind") != space.kind
@@ -143,6 +150,13 @@ def _gate_checkpoint(path: str) -> Any:
     from r2a.wrapper.gate_checkpoint import load_gate
 
     return load_gate(path)
+
+
+@lru_cache(maxsize=4)
+def _canon_reference(path: str) -> Any:
+    from r2a.canonicalize import load_reference
+
+    return load_reference(path)
 
 
 @lru_cache(maxsize=4)

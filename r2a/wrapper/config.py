@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from r2a.canonicalize import CanonicalizeSettings
 from r2a.harmonize import HarmonizeSettings
 from r2a.retrieval.config import RetrievalSettings
 from r2a_core.config import TypedConfig, resolve_path, shipped_path
@@ -94,6 +95,7 @@ class R2AConfig(TypedConfig):
     trajectory through the fitted controller response"""
     gate: GateSettings = field(default_factory=GateSettings)
     harmonize: HarmonizeSettings = field(default_factory=HarmonizeSettings)
+    canonicalize: CanonicalizeSettings = field(default_factory=CanonicalizeSettings)
     recovery: RecoverySettings = field(default_factory=RecoverySettings)
     fallback: FallbackSettings = field(default_factory=FallbackSettings)
 

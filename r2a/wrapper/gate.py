@@ -49,6 +49,24 @@ def bound_gate(s: np.ndarray, action_space: ActionSpace, max_gate: float) -> np.
     return s
 
 
+def closest_gate(base: np.ndarray, reference: np.ndarray, target: np.ndarray, scale: np.ndarray,
+                 max_gate: float) -> np.ndarray:
+    """Per dimension, the S in ``[0, max_gate]`` whose blend ``base + scale·S·(reference − base)`` is closest to
+    ``target`` in least squares over the steps: chunks ``(..., n, A)``, ``scale`` ``(..., n)`` → S ``(..., A)``.
+
+    The error is a parabola in S, so the minimizer ``Σ c·d·(target − base) / Σ (c·d)²`` (``d = reference − base``,
+    ``c`` the step's ``scale``) clipped to the bounds is the best S inside them; 0 where S moves nothing (the
+    reference equals the base, or every step's scale is 0). The diagnostic oracle gate runs it per query (then
+    :func:`bound_gate` zeroes the gripper); gate training (``target: oracle_s``) uses it as the per-row target.
+    """
+    base = np.asarray(base, np.float64)
+    lever = np.asarray(scale, np.float64)[..., None] * (np.asarray(reference, np.float64) - base)
+    num = (lever * (np.asarray(target, np.float64) - base)).sum(axis=-2)
+    den = (lever ** 2).sum(axis=-2)
+    s = np.divide(num, den, out=np.zeros_like(num), where=den > 1e-12)
+    return np.clip(s, 0.0, max_gate)
+
+
 class ConstantGate:
     """The same ``S`` for every chunk: ``translation`` on dx dy dz, ``rotation`` on drx dry drz, 0 on the gripper."""
 
@@ -73,4 +91,4 @@ class ReplayGate(ConstantGate):
         super().__init__(action_space, 1.0, 1.0, max_gate=1.0)
 
 
-__all__ = ["ConstantGate", "Gate", "GateInputs", "ReplayGate", "bound_gate"]
+__all__ = ["ConstantGate", "Gate", "GateInputs", "ReplayGate", "bound_gate", "closest_gate"]
