@@ -55,7 +55,7 @@ def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, 
     from r2a.retrieval.offline import episode_prompt, expert_chunk
     from r2a.retrieval.queries import base_chunks, condition_of
     from r2a.retrieval.synthesis import reference_chunk
-    from r2a.wrapper.gate import GateInputs
+    from r2a.wrapper.gate import GateInputs, holding_rule
     from r2a.wrapper.learned_gate import SIGNALS, GateLayout, gate_raw, pad_steps
 
     p = wrapper.parts
@@ -106,8 +106,8 @@ def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, 
                                                  "seed_distance": found.seed_distance, "progress": found.progress},
                                       proprio={"ee_pos": window.now_pos, "gripper": np.array(window.now_gripper)},
                                       step=t, observation=obs), layout, image_scorer)
-            _append(rows, raw, pad_steps(expert_chunk(ep, t, steps), steps), number, seed, space.dim,
-                    holding_scale(base, space, p.holding_scale, steps))
+            scale = pad_steps(holding_rule(base, space, p.holding_scale)[:, None], steps)[:, 0]
+            _append(rows, raw, pad_steps(expert_chunk(ep, t, steps), steps), number, seed, space.dim, scale)
             labels["condition"].append(condition_of(ep))
             labels["kind"].append(kind)
         sources.append(source)
@@ -132,15 +132,6 @@ def _episode_seeds(ep: Episode, seeds: set[int], shifts: set[str]) -> int:
         shifts.add(episode_condition(ep))
     meta = ep.meta if isinstance(ep.meta, dict) else {}
     return int(meta["seed"]) if isinstance(meta.get("seed"), int) else -1
-
-
-def holding_scale(base: np.ndarray, space: Any, scale: float, steps: int) -> np.ndarray:
-    """The wrapper's holding rule on a base chunk: ``scale`` on the steps where it commands the gripper closed."""
-    out = np.ones(steps)
-    grip = list(space.gripper_dims)
-    if scale != 1.0 and grip:
-        out[:len(base)][(np.asarray(base)[:steps, grip] > 0).any(axis=1)] = scale
-    return out
 
 
 def _recorded_rows(ep: Episode) -> dict[str, list[Any]] | None:

@@ -192,7 +192,12 @@ def oracle_targets(arrays: dict[str, np.ndarray], motion: list[int], max_gate: f
 
 def _loss(model: Any, x: Any, base: Any, ref: Any, expert: Any, weight: Any, scale: Any, oracle: Any,
           s_penalty: float, target: str) -> Any:
-    s = model(x)  # (B, M)
+    return _loss_of(model(x), base, ref, expert, weight, scale, oracle, s_penalty, target)
+
+
+def _loss_of(s: Any, base: Any, ref: Any, expert: Any, weight: Any, scale: Any, oracle: Any, s_penalty: float,
+             target: str) -> Any:
+    """The training loss of the gate's S ``(B, M)`` on a batch."""
     if target == "oracle_s":
         per_row = ((s - oracle) ** 2).mean(-1)
     else:
@@ -211,7 +216,7 @@ def _validate(net: Any, tensors: list[Any], val_idx: np.ndarray, s_penalty: floa
     net.eval()
     with torch.no_grad():
         s = net(x)
-        loss = float(_loss(net, x, base, ref, expert, weight, scale, oracle, s_penalty, target))
+        loss = float(_loss_of(s, base, ref, expert, weight, scale, oracle, s_penalty, target))
         blended = base + scale[:, :, None] * s[:, None, :] * (ref - base)
 
         def mm(chunk: Any) -> float:

@@ -154,7 +154,9 @@ class LearnerExecutor:
         learner = _learner(self.spec, sim)
         recorder = None
         if self.gate_rows:
-            recorder = _RECORDERS.get(learner) or _RECORDERS.setdefault(learner, attach_gate_recorder(learner))
+            recorder = _RECORDERS.get(learner)
+            if recorder is None:  # the learner is built once per simulator; so is its recorder
+                recorder = _RECORDERS[learner] = attach_gate_recorder(learner)
             recorder.reset()
         return LearnerControl(learner, sim.action_space.dim, self.beta, seed,
                               n_action_steps=getattr(learner, "n_action_steps", None), name=self.spec,

@@ -49,6 +49,16 @@ def bound_gate(s: np.ndarray, action_space: ActionSpace, max_gate: float) -> np.
     return s
 
 
+def holding_rule(base: np.ndarray, action_space: ActionSpace, holding_scale: float) -> np.ndarray:
+    """The per-step factor ``(n,)`` the wrapper multiplies S by: ``holding_scale`` on the steps where the base chunk
+    ``(n, A)`` commands the gripper closed (carrying, placing), 1 elsewhere."""
+    scale = np.ones(len(base))
+    grip = list(action_space.gripper_dims)
+    if holding_scale != 1.0 and grip:
+        scale[(np.asarray(base)[:, grip] > 0).any(axis=1)] = holding_scale
+    return scale
+
+
 def closest_gate(base: np.ndarray, reference: np.ndarray, target: np.ndarray, scale: np.ndarray,
                  max_gate: float) -> np.ndarray:
     """Per dimension, the S in ``[0, max_gate]`` whose blend ``base + scale·S·(reference − base)`` is closest to
@@ -91,4 +101,4 @@ class ReplayGate(ConstantGate):
         super().__init__(action_space, 1.0, 1.0, max_gate=1.0)
 
 
-__all__ = ["ConstantGate", "Gate", "GateInputs", "ReplayGate", "bound_gate", "closest_gate"]
+__all__ = ["ConstantGate", "Gate", "GateInputs", "ReplayGate", "bound_gate", "closest_gate", "holding_rule"]

@@ -29,7 +29,7 @@ from r2a.retrieval.history import ExecutionHistory
 from r2a.retrieval.motion import ResponseModel
 from r2a.retrieval.retriever import Retriever, StageTimer
 from r2a.retrieval.synthesis import reference_chunk
-from r2a.wrapper.gate import Gate, GateInputs, bound_gate
+from r2a.wrapper.gate import Gate, GateInputs, bound_gate, holding_rule
 from r2a.wrapper.learned_gate import GateInputError
 from r2a.wrapper.recovery import StartPoseRecovery
 from r2a.wrapper.sources import GateSource, ReferenceSource
@@ -205,9 +205,7 @@ class R2APolicy:
         with self._stage("gate"):
             gate = bound_gate(p.gate(inputs), self.action_space, p.max_gate)
         grip = list(self.action_space.gripper_dims)
-        scale = np.ones(n)
-        if p.holding_scale != 1.0 and grip:
-            scale[(base[:, grip] > 0).any(axis=1)] = p.holding_scale  # the base commands the gripper closed here
+        scale = holding_rule(base, self.action_space, p.holding_scale)
         traced: dict[str, Any] = {}
         if p.gate_source is not None:
             gate, traced = p.gate_source(inputs, gate, scale)
