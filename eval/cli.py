@@ -167,6 +167,9 @@ def _add_perf_sim_parser(perf_sub: argparse._SubParsersAction) -> None:
                      help=f"image sides in pixels, 0 for no cameras (default: {' '.join(map(str, DEFAULT_SIZES))})")
     sim.add_argument("--steps", type=int, default=200, help="timed control steps per row (default: 200)")
     sim.add_argument("--seed", type=int, default=0, help="seed of the first episode (default: 0, a training seed)")
+    sim.add_argument("--culling", choices=["on", "off", "both"], default="on",
+                     help="frustum culling of the camera rows (the same pixels, sim/envs/rendering.py); 'both' "
+                          "measures each with and without, side by side (default: on, as every run renders)")
     sim.add_argument("--json", metavar="PATH", help="also write the measurement (with machine info) as JSON")
 
 
@@ -326,7 +329,9 @@ def _perf_policy(args: argparse.Namespace) -> int:
 def _perf_sim(args: argparse.Namespace) -> int:
     from eval.perf.sim_speed import format_table, measure_sim_speed
 
-    result = measure_sim_speed(tuple(args.tasks), tuple(args.sizes), steps=args.steps, seed=args.seed)
+    culling = {"on": (True,), "off": (False,), "both": (True, False)}[args.culling]
+    result = measure_sim_speed(tuple(args.tasks), tuple(args.sizes), steps=args.steps, seed=args.seed,
+                               culling=culling)
     print(format_table(result))
     if args.json:
         write_json_atomic(Path(args.json), result)

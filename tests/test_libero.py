@@ -197,25 +197,37 @@ def test_the_scripted_expert_solves_a_task_and_latches_every_stage(task):
     assert summary["steps"] <= STEP_LIMITS[task.split("/")[0]]
 
 
-@needs_libero
-def test_cameras_render_upright_distinct_images():
+@pytest.fixture(scope="module")
+def camera_sim():
     from sim.envs.backends import make_sim
     from sim.envs.robosuite_env import SimConfig
 
     sim = make_sim(SimConfig(task="libero_object/0", image_size=32))
-    try:
-        obs = sim.reset(0)
-        agent, wrist = obs["images/agentview"], obs["images/wrist"]
-        assert agent.shape == wrist.shape == (32, 32, 3) and agent.dtype == np.uint8
-        assert not np.array_equal(agent, wrist) and agent.std() > 5
-        moved = sim.step(np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0]))["images/wrist"]
-        assert not np.array_equal(moved, wrist)
-        # upright: MuJoCo's own render has OpenGL's bottom-up rows (LIBERO's files store those)
-        sim._activate_gl()
-        raw = sim.sim.render(camera_name="agentview", width=32, height=32)
-        assert np.array_equal(sim.refresh_observation()["images/agentview"], raw[::-1])
-    finally:
-        sim.close()
+    yield sim
+    sim.close()
+
+
+@needs_libero
+def test_cameras_render_upright_distinct_images(camera_sim):
+    sim = camera_sim
+    obs = sim.reset(0)
+    agent, wrist = obs["images/agentview"], obs["images/wrist"]
+    assert agent.shape == wrist.shape == (32, 32, 3) and agent.dtype == np.uint8
+    assert not np.array_equal(agent, wrist) and agent.std() > 5
+    moved = sim.step(np.array([0.0, 0.0, 1.0, 0.0, 0.0, 0.0, -1.0]))["images/wrist"]
+    assert not np.array_equal(moved, wrist)
+    # upright: MuJoCo's own render has OpenGL's bottom-up rows (LIBERO's files store those)
+    sim._activate_gl()
+    raw = sim.sim.render(camera_name="agentview", width=32, height=32)
+    assert np.array_equal(sim.refresh_observation()["images/agentview"], raw[::-1])
+
+
+@needs_libero
+def test_frustum_culling_leaves_libero_s_pictures_unchanged(camera_sim):
+    """LIBERO's scenes are where culling pays (~300k mesh faces); a geom culled wrongly changes pixels here."""
+    from tests.test_sim_env import assert_culling_changes_no_pixel
+
+    assert_culling_changes_no_pixel(camera_sim, seeds=(100000, 3), steps=5)
 
 
 @needs_libero

@@ -10,14 +10,16 @@ from r2a_core.errors import R2AInputError
 
 
 def test_rows_per_task_and_size_with_cameras_only_where_asked():
-    result = measure_sim_speed(("Lift",), (0, 16), steps=12, seed=0)
-    assert [(r["task"], r["image_size"]) for r in result["rows"]] == [("Lift", 0), ("Lift", 16)]
-    no_cameras, cameras = result["rows"]
-    assert no_cameras["cameras"] == [] and cameras["cameras"] == ["agentview", "wrist"]
+    result = measure_sim_speed(("Lift",), (0, 16), steps=12, seed=0, culling=(True, False))
+    assert [(r["task"], r["image_size"], r["culling"]) for r in result["rows"]] == [
+        ("Lift", 0, False), ("Lift", 16, True), ("Lift", 16, False)]  # nothing to cull without cameras
+    no_cameras, culled, full = result["rows"]
+    assert no_cameras["cameras"] == [] and culled["cameras"] == full["cameras"] == ["agentview", "wrist"]
     for row in result["rows"]:
         assert row["steps_per_s"] > 0 and row["build_s"] > 0 and row["episodes"] >= 1
     table = format_table(result)
-    assert "| Lift | robosuite | none |" in table and "| Lift | robosuite | 16 |" in table
+    assert "| Lift | robosuite | none | — |" in table and "| Lift | robosuite | 16 | on |" in table
+    assert "| Lift | robosuite | 16 | off |" in table
 
 
 @pytest.mark.parametrize("sizes, steps, message", [((4,), 10, "expected 0"), ((64,), 0, "at least 1")])

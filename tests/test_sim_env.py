@@ -1,5 +1,6 @@
 """The robosuite backend, for real: low-resolution cameras, determinism, state access, stage predicates."""
 
+import functools
 import subprocess
 import sys
 
@@ -28,6 +29,52 @@ def test_observation_keys_and_shapes(lift):
     assert 0.0 <= float(obs["state/gripper"]) <= 1.0
     assert obs["prompt"] == "pick up the red cube"
     np.testing.assert_allclose(np.linalg.norm(obs["state/ee_quat"]), 1.0, atol=1e-5)
+
+
+def assert_culling_changes_no_pixel(sim, seeds: tuple[int, ...], steps: int) -> None:
+    """Every camera's picture with frustum culling is the full render's, bit for bit, along random motions; and
+    culling did leave geoms out (the wrist camera sees a small part of any scene)."""
+    from sim.envs import rendering
+
+    ctx = sim.render_context
+    assert isinstance(ctx.render, functools.partial), "shadows and reflections are off: culling should be on"
+    culled: list[int] = []
+    count = rendering.cull_outside_frustum
+
+    def counting(*args, **kwargs):
+        culled.append(count(*args, **kwargs))
+        return culled[-1]
+
+    rng = np.random.default_rng(0)
+    try:
+        rendering.cull_outside_frustum = counting
+        for seed in seeds:
+            sim.reset(seed)
+            for _ in range(steps):
+                sim.step(rng.uniform(-1.0, 1.0, 7))
+                rendering.set_frustum_culling(ctx, True)
+                fast = sim.refresh_observation()
+                rendering.set_frustum_culling(ctx, False)
+                full = sim.refresh_observation()
+                for cam in sim.config.cameras:
+                    assert np.array_equal(fast[f"images/{cam}"], full[f"images/{cam}"]), (seed, cam)
+    finally:
+        rendering.cull_outside_frustum = count
+        rendering.set_frustum_culling(ctx, True)
+    assert max(culled) > 0
+
+
+def test_frustum_culling_changes_no_pixel(lift):
+    assert_culling_changes_no_pixel(lift, seeds=(0, 100000), steps=6)
+
+
+def test_shadows_turn_culling_off():
+    """A geom outside the view can cast a shadow into it: no culling when shadows (or reflections) are on."""
+    sim = SimEnv(SimConfig(task="Lift", image_size=16, shadows=True))
+    try:
+        assert "render" not in sim.render_context.__dict__
+    finally:
+        sim.close()
 
 
 def test_cameras_are_distinct_and_images_follow_the_scene(lift):

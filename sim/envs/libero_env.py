@@ -177,7 +177,7 @@ class LiberoSimEnv(SimEnv):
         env = self._control.env
         if cams:
             apply_render_quality(env.sim, shadows=self.config.shadows, reflections=self.config.reflections,
-                                 antialias=self.config.antialias)
+                                 antialias=self.config.antialias, culling=self.config.frustum_culling)
         return env
 
     def _sync_sampler_rng(self) -> None:
@@ -206,7 +206,8 @@ class LiberoSimEnv(SimEnv):
             self._control.set_init_state(self.init_states()[index])
         if self.config.cameras:
             apply_render_quality(self.raw_env.sim, shadows=self.config.shadows,
-                                 reflections=self.config.reflections, antialias=self.config.antialias)
+                                 reflections=self.config.reflections, antialias=self.config.antialias,
+                                 culling=self.config.frustum_culling)
         raw_obs = None
         for _ in range(SETTLE_STEPS):
             raw_obs, _, _, _ = self.raw_env.step(NOOP_ACTION)

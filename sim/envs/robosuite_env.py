@@ -53,6 +53,9 @@ class SimConfig:
     shadows: bool = False
     reflections: bool = False
     antialias: bool = False
+    #: leave the geoms outside a camera's view out of its frame: the same pixels in less time (applies only
+    #: without shadows and reflections; sim/envs/rendering.py)
+    frustum_culling: bool = True
 
     def __post_init__(self) -> None:
         self.task = get_task(self.task).name  # any case on the command line; the registered name from here on
@@ -154,7 +157,7 @@ class SimEnv:
         env = suite.make(self.task.env_name, **kwargs)
         if cams:
             apply_render_quality(env.sim, shadows=self.config.shadows, reflections=self.config.reflections,
-                                 antialias=self.config.antialias)
+                                 antialias=self.config.antialias, culling=self.config.frustum_culling)
         return env
 
     def _sync_sampler_rng(self) -> None:
@@ -176,7 +179,8 @@ class SimEnv:
         self._initial_object_pos = {name: self.object_pos(name) for name in self.task.objects}
         if self.config.cameras:
             apply_render_quality(self.raw_env.sim, shadows=self.config.shadows,
-                                 reflections=self.config.reflections, antialias=self.config.antialias)
+                                 reflections=self.config.reflections, antialias=self.config.antialias,
+                                 culling=self.config.frustum_culling)
         self._obs = self._make_obs(raw_obs)
         return self._obs
 
