@@ -11,7 +11,8 @@ QUICKSTART_R2A := r2a-harmonize-hold:?graph=$(QUICKSTART_DIR)/lift_graph&retriev
 export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
-.PHONY: install system-deps quickstart test test-all lint results ablations headroom clean install-libero test-libero \
+.PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
+	install-libero test-libero \
 	install-liberoplus test-liberoplus
 
 $(PY):
@@ -63,9 +64,23 @@ endef
 # ablations chose (2026-12-01, before any standard R2A episode ran: r2a-harmonize, +3.6 [-1.8, +8.0] SR points vs
 # r2a's +1.8, clean equal), then the one follow-up change its diagnostics pointed to (r2a-harmonize-hold;
 # docs/experiments/standard.md).
-R2A_POLICIES ?= r2a-harmonize r2a-harmonize-hold
+# Then issue 35's variant, chosen on training seeds before any of its standard episodes ran (docs/experiments/
+# headroom.md): r2a-harmonize-hold-clgate-canon (the closed-loop gate, view canonicalization).
+R2A_POLICIES ?= r2a-harmonize r2a-harmonize-hold r2a-harmonize-hold-clgate-canon
 results: install
 	$(call paired_runs,configs/bench/standard.yaml,runs/standard,$(R2A_POLICIES),docs/results/standard)
+
+# Clean competence measured well enough to judge a 1-point loss: 50 episodes per task (seeds 100000-100049) for the
+# frozen base and the chosen variant, in docs/results/clean/ (per task in its report).
+CLEAN_POLICIES ?= r2a-harmonize-hold-clgate-canon
+results-clean: install
+	$(call paired_runs,configs/bench/clean.yaml,runs/clean,$(CLEAN_POLICIES),docs/results/clean)
+
+# Each issue-35 lever alone and together on the quick config (test seeds), beside the shipped variant, in
+# docs/results/levers_quick/.
+LEVERS := r2a-harmonize-hold r2a-harmonize-hold-clgate r2a-harmonize-hold-canon r2a-harmonize-hold-clgate-canon
+levers-quick: install
+	$(call paired_runs,configs/bench/quick.yaml,runs/levers_quick,$(LEVERS),docs/results/levers_quick)
 
 # The ablations on the quick config, paired with one base run in docs/results/ablations/.
 ABLATIONS := r2a r2a-fixed r2a-nogate r2a-knn r2a-norecovery r2a-gate-nodisagreement r2a-gate-noimage \

@@ -389,6 +389,41 @@ def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
         load_training_arrays([failed], ("agentview", "wrist"), 16, 4, aux=False)
 
 
+def test_a_stopped_run_resumes_to_the_weights_of_one_that_never_stopped(tiny_checkpoint, tmp_path, monkeypatch):
+    """A run killed mid-way (a session's end) resumes from its last save: same weights, average, optimizer and
+    sampler, so the result is the uninterrupted run's, bit for bit; another config is refused."""
+    import r2a.vla.train as train
+    from r2a.vla.checkpoint import TRAIN_WEIGHTS, still_training
+
+    demos = tiny_checkpoint.parent / "demos.hdf5"
+    config = TrainConfig.from_yaml(None, TINY + ["save_every=2", f"prompts_from={tiny_checkpoint}"])
+    train_policy(config, [demos], tmp_path / "straight")
+    optimize, calls = train._optimize, []
+
+    def killed_at_the_fourth_step(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 4:
+            raise KeyboardInterrupt
+        return optimize(*args, **kwargs)
+
+    monkeypatch.setattr(train, "_optimize", killed_at_the_fourth_step)
+    with pytest.raises(KeyboardInterrupt):
+        train_policy(config, [demos], tmp_path / "stopped")
+    monkeypatch.setattr(train, "_optimize", optimize)
+    assert still_training(tmp_path / "stopped")  # saved at step 2
+    with pytest.raises(R2AInputError, match="another config.*lr"):
+        train_policy(TrainConfig.from_yaml(None, TINY + ["save_every=2", f"prompts_from={tiny_checkpoint}",
+                                                         "lr=0.5"]), [demos], tmp_path / "stopped")
+    summary = train_policy(config, [demos], tmp_path / "stopped")
+    assert summary["steps"] == 6 and not still_training(tmp_path / "stopped")
+    assert not (tmp_path / "stopped" / TRAIN_WEIGHTS).exists()  # the finished checkpoint ships the average only
+    resumed, straight = load_checkpoint(tmp_path / "stopped"), load_checkpoint(tmp_path / "straight")
+    for name, value in straight.model.state_dict().items():
+        assert torch.equal(resumed.model.state_dict()[name], value), name
+    provenance = read_manifest(tmp_path / "stopped")["provenance"]
+    assert [row["step"] for row in provenance["history"]] == [2, 4, 6] and provenance["resumed_at"] == [2]
+
+
 def test_time_limited_training_anneals_and_stops(tiny_checkpoint, tmp_path, monkeypatch):
     """A time limit ends training with a saved, annealed checkpoint; stored prompt embeddings are reused."""
     import r2a.vla.text as text

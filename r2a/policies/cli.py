@@ -30,7 +30,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     train.add_argument("--demos", nargs="+", required=True, help="HDF5 files or LeRobot v3 directories")
     train.add_argument("--val-demos", nargs="+", default=None,
                        help="files held out for the validation loss instead of every holdout_every-th episode")
-    train.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
+    train.add_argument("--out", required=True, help="checkpoint directory to write (atomically; a run stopped before "
+                                                    "its last step resumes from it, same config and demos)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field (value parsed as YAML); repeatable")
     train.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",

@@ -4,6 +4,10 @@ The manifest carries the format name and version, the network config, the normal
 embeddings of the training prompts (so deployment needs the sentence model only for unseen prompts), the
 deployment settings (action space, chunk execution), the full training config and the provenance of the
 training data. Writes are atomic (temporary directory, then rename); readers reject unknown versions.
+
+A run still training also keeps ``train_model.safetensors`` (the raw weights; ``model.safetensors`` holds their
+moving average), ``optimizer.safetensors`` and ``train_state.json`` (step, sampler state, history) so that
+``r2a policy train`` resumes it where it stopped; the final save leaves them out.
 """
 
 from __future__ import annotations
@@ -20,11 +24,23 @@ import torch
 from r2a.vla.model import VLANet, VLANetConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_dir, read_manifest_json
+from r2a_core.train_state import TRAIN_STATE, save_train_state
 
 FORMAT = "r2a.vla.checkpoint"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
 WEIGHTS = "model.safetensors"
+#: the raw (not averaged) weights of a run still training
+TRAIN_WEIGHTS = "train_model.safetensors"
+
+
+@dataclass
+class TrainingState:
+    """What a checkpoint of a run still training adds, to resume it exactly."""
+
+    model: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    state: dict[str, Any]  # step, sampler state, optimizing seconds (JSON)
 
 
 @dataclass
@@ -38,13 +54,18 @@ class Checkpoint:
     provenance: dict[str, Any] = field(default_factory=dict)
 
 
-def save_checkpoint(ckpt: Checkpoint, out: str | Path) -> Path:
+def save_checkpoint(ckpt: Checkpoint, out: str | Path, training: TrainingState | None = None) -> Path:
+    """Write ``ckpt`` atomically to ``out``; with ``training``, also what resuming the run needs."""
     from safetensors.torch import save_file
 
     out = Path(out)
     with atomic_dir(out, overwrite=True) as tmp:
         state = {k: v.detach().contiguous().cpu() for k, v in ckpt.model.state_dict().items()}
         save_file(state, str(tmp / WEIGHTS))
+        if training is not None:
+            save_file({k: v.detach().contiguous().cpu() for k, v in training.model.state_dict().items()},
+                      str(tmp / TRAIN_WEIGHTS))
+            save_train_state(tmp, training.optimizer, training.state)
         manifest = {"format": FORMAT, "version": FORMAT_VERSION, "model": ckpt.model.config.to_dict(),
                     "stats": {k: np.asarray(v).tolist() for k, v in ckpt.stats.items()},
                     "prompts": {p: np.asarray(v).tolist() for p, v in ckpt.prompts.items()},
@@ -52,6 +73,11 @@ def save_checkpoint(ckpt: Checkpoint, out: str | Path) -> Path:
                     "train_config": ckpt.train_config, "provenance": ckpt.provenance}
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1))
     return out
+
+
+def still_training(path: str | Path) -> bool:
+    """Whether ``path`` holds a checkpoint of a run that stopped before its last step."""
+    return (Path(path) / TRAIN_STATE).is_file() and (Path(path) / TRAIN_WEIGHTS).is_file()
 
 
 def read_manifest(path: str | Path) -> dict[str, Any]:

@@ -17,7 +17,15 @@ import torch
 from torch.nn import functional as F
 from tqdm import tqdm
 
-from r2a.vla.checkpoint import Checkpoint, load_checkpoint, read_manifest, save_checkpoint
+from r2a.vla.checkpoint import (
+    TRAIN_WEIGHTS,
+    Checkpoint,
+    TrainingState,
+    load_checkpoint,
+    read_manifest,
+    save_checkpoint,
+    still_training,
+)
 from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 from r2a.vla.features import AUX_SCALE, time_feature
 from r2a.vla.model import VLANet, best_scored, expand_action_modes
@@ -195,7 +203,10 @@ def _stored_prompts(config: TrainConfig) -> dict[str, np.ndarray]:
 
 def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | Path,
                  wandb_mode: str | None = None) -> dict[str, Any]:
-    """Train, saving the EMA weights to ``out`` every ``save_every`` steps and at the end; returns a summary."""
+    """Train, saving the EMA weights to ``out`` every ``save_every`` steps and at the end; returns a summary.
+
+    A run stopped before its last step (``out`` still holds its training state) resumes where it stopped: the same
+    weights, optimizer, sampler and schedule as if it had never stopped."""
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads or os.cpu_count() or 1)
     device = training_device(config.device)
@@ -209,17 +220,19 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
     ema = copy.deepcopy(model).eval()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     run = training_wandb_run("r2a-policy", out, config.to_dict(), wandb_mode)
-    rng, history = np.random.default_rng(config.seed), []
+    rng = np.random.default_rng(config.seed)
     sampling = sampling_probabilities(data.arrays, train_rows, config.task_weights,
                                        (config.release_weight, config.release_window),
                                        config.on_policy_weight)
     provenance = {"sources": sources, "train_frames": int(len(train_rows)), "heldout_frames": int(len(val_rows)),
                   "torch": torch.__version__, "device": str(device),
                   "continued_from": _previous_stage(config.init_from)}
-    optimizing_since, step = time.time(), 0
-    bar = tqdm(range(config.steps), desc="train builtin VLA", unit="step", dynamic_ncols=True)
+    start, optimized_s, history = _resume(out, config, provenance, model, ema, optimizer, rng, device)
+    optimizing_since, step = time.time(), start
+    bar = tqdm(range(start, config.steps), desc="train builtin VLA", unit="step", dynamic_ncols=True,
+               initial=start, total=config.steps)
     for step in bar:
-        elapsed = time.time() - optimizing_since
+        elapsed = optimized_s + time.time() - optimizing_since
         lr = _lr(config, step, elapsed)
         batch = data.batch(rng.choice(train_rows, config.batch_size, p=sampling), rng, augment=True)
         parts = _optimize(model, optimizer, batch, config, lr)
@@ -229,7 +242,10 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
             row = {"step": step + 1, "lr": lr, **parts, "elapsed_s": round(time.time() - started, 1)}
             if (step + 1) % config.save_every == 0 or last:
                 row.update(_validation_loss(ema, data, val_rows, config.aux_weight, config.wta_epsilon))
-                _save(ema, data, prompts, config, provenance, history + [row], out)
+                resume = None if last else TrainingState(model, optimizer, {
+                    "step": step + 1, "sampler": rng.bit_generator.state,
+                    "optimized_s": optimized_s + time.time() - optimizing_since})
+                _save(ema, data, prompts, config, provenance, history + [row], out, resume)
             history.append(row)
             bar.set_postfix(loss=f"{parts['loss']:.3f}", l1=f"{parts['action_l1']:.3f}")
             if run is not None:
@@ -243,6 +259,41 @@ def train_policy(config: TrainConfig, demo_paths: list[str | Path], out: str | P
                "final": history[-1] if history else {}}
     log.info("trained %d steps in %.0f s → %s", step + 1, summary["train_seconds"], out)
     return summary
+
+
+#: config fields that decide how fast a run goes, not what it computes: a resumed run may change them
+EXECUTION_FIELDS = ("threads", "load_workers", "device")
+
+
+def _resume(out: str | Path, config: TrainConfig, provenance: dict[str, Any], model: VLANet, ema: VLANet,
+            optimizer: torch.optim.Optimizer, rng: np.random.Generator,
+            device: torch.device) -> tuple[int, float, list[dict]]:
+    """Restore a run that stopped before its last step from ``out`` (weights, average, optimizer, sampler); its
+    step, optimizing seconds and history — or (0, 0, []) for a new run. Another config or other demos: an error."""
+    from safetensors.torch import load_file
+
+    from r2a_core.train_state import load_train_state
+
+    if not still_training(out):
+        return 0, 0.0, []
+    manifest = read_manifest(out)
+    before = {k: v for k, v in manifest.get("train_config", {}).items() if k not in EXECUTION_FIELDS}
+    now = {k: v for k, v in config.to_dict().items() if k not in EXECUTION_FIELDS}
+    if before != now:
+        changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+        raise R2AInputError(f"{out}: holds a run trained with another config ({', '.join(changed)} differ); "
+                            "resume it with the same config or give a new --out")
+    if manifest.get("provenance", {}).get("sources") != provenance["sources"]:
+        raise R2AInputError(f"{out}: holds a run trained on other demonstrations; resume it with the same --demos "
+                            "or give a new --out")
+    model.load_state_dict(load_file(str(Path(out) / TRAIN_WEIGHTS), device=str(device)))
+    ema.load_state_dict(load_checkpoint(out).model.state_dict())
+    state = load_train_state(out, optimizer) or {}
+    rng.bit_generator.state = state["sampler"]
+    history = list(manifest["provenance"].get("history", []))
+    provenance["resumed_at"] = [*manifest["provenance"].get("resumed_at", []), int(state["step"])]
+    log.info("resuming %s at step %d of %d", out, state["step"], config.steps)
+    return int(state["step"]), float(state["optimized_s"]), history
 
 
 def _optimize(model: VLANet, optimizer: torch.optim.Optimizer, batch: dict[str, Any], config: TrainConfig,
@@ -318,8 +369,9 @@ def _initial_model(config: TrainConfig, data: Batches) -> VLANet:
 
 
 def _save(ema: VLANet, data: Batches, prompts: dict[str, np.ndarray], config: TrainConfig,
-          provenance: dict[str, Any], history: list[dict], out: str | Path) -> None:
+          provenance: dict[str, Any], history: list[dict], out: str | Path,
+          training: TrainingState | None = None) -> None:
     provenance = {**provenance, "history": history}
     save_checkpoint(Checkpoint(model=ema, stats=data.stats, prompts=prompts, action_space=OSC_POSE_DELTA.to_dict(),
                                n_action_steps=config.n_action_steps, train_config=config.to_dict(),
-                               provenance=provenance), out)
+                               provenance=provenance), out, training)
