@@ -49,6 +49,7 @@ class ExpertLookahead:
         """The expert's actions from the live state: ``first`` (this step's label), then its own continuation
         (``(horizon, A)``); the live simulator and the live expert are left as they were."""
         shadow = self._shadow
+        shadow.set_scene_state(self.sim.scene_state())
         shadow.set_state(self.sim.get_state())
         shadow.set_control_state(self.sim.control_state())
         branch = copy.copy(self.expert)  # the phase machine as it is now; the live expert is left untouched
@@ -66,11 +67,13 @@ class ExpertLookahead:
 
 
 def _shadow_of(sim: Any) -> Any:
-    """A camera-less simulator of the same task, built once per live simulator (i.e. per worker)."""
+    """A camera-less simulator of the same task and backend (robosuite's or LIBERO's), built once per live
+    simulator (i.e. per worker)."""
     if sim not in _SHADOWS:
-        from sim.envs.robosuite_env import SimConfig, SimEnv
+        from sim.envs.backends import make_sim
+        from sim.envs.robosuite_env import SimConfig
 
-        _SHADOWS[sim] = SimEnv(SimConfig(task=sim.task.name, cameras=()))
+        _SHADOWS[sim] = make_sim(SimConfig(task=sim.task.name, cameras=()))
         _SHADOWS[sim].reset(0)
     return _SHADOWS[sim]
 

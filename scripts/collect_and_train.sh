@@ -14,7 +14,7 @@ DATA=${DATA:-runs/collect_and_train/demos}
 CKPTS=${CKPTS:-runs/collect_and_train/checkpoints}
 COLLECT_S=${COLLECT_S:-200}
 TRAIN_S=${TRAIN_S:-200}
-SEED0=${SEED0:-300000}
+SEED0=${SEED0:-30000}  # training seeds: below 100000 (the benchmark's test seeds start there)
 IMAGE_SIZE=${IMAGE_SIZE:-64}
 PLAN=${PLAN:-"Lift:1:8:0:0 PickPlaceCan:2:4:0:0 Stack:2:6:0:0 Stack:3:4:0.3:0.5 StackThree:3:3:0:0 StackThree:5:3:0.2:0.5"}
 BASE="--config configs/policy/builtin.yaml --set steps=1000000 --set time_limit_s=$TRAIN_S --set batch_size=256"
@@ -37,12 +37,12 @@ collect_stream() {
 }
 
 echo "[$(date +%T)] smoke: one Stack episode"
-"$R2A" demos collect --task Stack --episodes 1 --workers 1 --image-size "$IMAGE_SIZE" --seed 100000 \
-  --out "$CKPTS/smoke_Stack_s100000.hdf5"
+"$R2A" demos collect --task Stack --episodes 1 --workers 1 --image-size "$IMAGE_SIZE" --seed 29999 \
+  --out "$CKPTS/smoke_Stack_s29999.hdf5"
 echo "[$(date +%T)] smoke: three training steps on it"
 # shellcheck disable=SC2086
 "$R2A" policy train $BASE --set steps=3 --set time_limit_s=0 --set warmup_steps=1 --set holdout_every=0 \
-  --set prompts_from=r2a/assets/builtin_vla --demos "$CKPTS/smoke_Stack_s100000.hdf5" --out "$DATA/smoke_checkpoint" \
+  --set prompts_from=r2a/assets/builtin_vla --demos "$CKPTS/smoke_Stack_s29999.hdf5" --out "$DATA/smoke_checkpoint" \
   >"$DATA/logs/smoke_train.log" 2>&1 || { tail -20 "$DATA/logs/smoke_train.log"; exit 1; }
 
 echo "[$(date +%T)] collecting for ${COLLECT_S}s: $PLAN"

@@ -248,3 +248,20 @@ def test_collect_writes_libero_s_file_layout_and_reads_back(tmp_path):
     (episode,) = load_episodes(out)
     assert episode.task == "libero_object/0" and episode.success
     assert episode.instruction == "pick up the alphabet soup and place it in the basket"
+
+
+@needs_libero
+def test_the_expert_lookahead_replays_a_libero_episode_whose_fixtures_were_sampled(tmp_path):
+    """The lookahead's shadow is a LIBERO simulator too and stands where the live one stands — the stove's sampled
+    pose included (it lives in the model, not the MuJoCo state): the expert's lookahead is its recorded future."""
+    from demos.collect import CollectConfig, collect
+    from demos.hdf5_io import read_hdf5
+
+    out = tmp_path / "stove.hdf5"
+    collect(CollectConfig(task="libero_spatial/7", episodes=1, seed=3, out=out, cameras=(), lookahead=4),
+            progress=False)
+    (ep,) = read_hdf5(out)
+    assert ep.success and ep.label_chunks.shape == (len(ep), 4, 7)
+    np.testing.assert_array_equal(ep.label_chunks[:, 0], ep.actions)
+    for k in range(1, 4):
+        np.testing.assert_allclose(ep.label_chunks[:len(ep) - k, k], ep.actions[k:], atol=1e-5)

@@ -353,6 +353,23 @@ class SimEnv:
                 part, attribute = name.split("/", 1)
                 setattr(controllers[part], attribute, np.array(value))
 
+    def scene_state(self) -> dict[str, Any]:
+        """What places the scene besides the MuJoCo state: every body's pose in the model (LIBERO samples its
+        fixtures' poses there, and shift factors edit them) and where the objects rested after the reset (stages
+        read it). With :meth:`set_scene_state`, :meth:`set_state` and :meth:`set_control_state` another simulator
+        of the same task stands exactly where this one stands (the expert lookahead's shadow)."""
+        model = self.mj_model
+        return {"body_pos": np.array(model.body_pos), "body_quat": np.array(model.body_quat),
+                "initial_object_pos": {k: np.array(v) for k, v in self._initial_object_pos.items()}}
+
+    def set_scene_state(self, scene: dict[str, Any]) -> None:
+        model = self.mj_model
+        if scene["body_pos"].shape != model.body_pos.shape:
+            raise R2AInputError(f"{self.task.name}: scene of {len(scene['body_pos'])} bodies, this model has "
+                                f"{model.nbody} (another task's simulator?)")
+        model.body_pos[:], model.body_quat[:] = scene["body_pos"], scene["body_quat"]
+        self._initial_object_pos = {k: np.array(v) for k, v in scene["initial_object_pos"].items()}
+
     def fingerprint(self) -> str:
         """Hash of the full simulator state: equal fingerprints mean identical initial conditions."""
         return hashlib.sha256(self.get_state().tobytes()).hexdigest()[:16]
