@@ -359,6 +359,23 @@ def test_the_shipped_checkpoint_loads_and_acts():
     assert actions.shape == (16, 7) and np.isfinite(actions).all()
 
 
+def test_the_shipped_libero_checkpoint_is_builtin_libero_and_knows_both_suites_prompts():
+    """`--policy builtin-libero` loads the LIBERO base (issue 34): trained on libero_spatial and libero_object only,
+    128-px observations resized as in its training; it takes options, not another checkpoint."""
+    from r2a.policies import make_policy
+    from r2a.vla.policy import BUILTIN_LIBERO_CHECKPOINT
+
+    manifest = read_manifest(BUILTIN_LIBERO_CHECKPOINT)
+    assert manifest["version"] == 1 and (BUILTIN_LIBERO_CHECKPOINT / WEIGHTS).stat().st_size < 20_000_000
+    tasks = {Path(source["path"]).stem.rsplit("_", 1)[0] for source in manifest["provenance"]["sources"]}
+    assert tasks == {"libero_spatial", "libero_object"} and len(manifest["prompts"]) == 20
+    policy = make_policy("builtin-libero:?n_action_steps=4", None, 0)
+    actions = policy.infer({**_observation(128), "prompt": sorted(manifest["prompts"])[0]})["actions"]
+    assert actions.shape == (16, 7) and np.isfinite(actions).all() and policy.metadata["n_action_steps"] == 4
+    with pytest.raises(R2AInputError, match="options only"):
+        make_policy("builtin-libero:some/dir", None, 0)
+
+
 def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
     """Reading demo files in parallel processes gives exactly the arrays of reading them together."""
     from demos.hdf5_io import write_hdf5

@@ -82,6 +82,18 @@ def _builtin(ctx: PolicyContext) -> Policy:
     return GuardedPolicy(inner, inner.action_space, name=f"builtin:{inner.path}")
 
 
+@register_policy("builtin-libero", "the built-in VLA trained on libero_spatial and libero_object (issue 34; "
+                                   "r2a/assets/builtin_libero), options as builtin's: 'builtin-libero:?n_action_steps=4'")
+def _builtin_libero(ctx: PolicyContext) -> Policy:
+    from r2a.vla.policy import BUILTIN_LIBERO_CHECKPOINT
+
+    path, _, query = (ctx.arg or "").partition("?")
+    if path:
+        raise R2AInputError(f"builtin-libero:{ctx.arg}: takes options only ('builtin-libero:?n_action_steps=4'); "
+                            f"another checkpoint is 'builtin:DIR'")
+    return _builtin(PolicyContext(ctx.sim, ctx.seed, f"{BUILTIN_LIBERO_CHECKPOINT}?{query}"))
+
+
 @register_policy("expert", "the task's scripted expert (privileged simulator state)")
 def _expert(ctx: PolicyContext) -> Policy:
     _require_sim(ctx, "expert")

@@ -20,6 +20,8 @@ from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, S
 
 #: the checkpoint shipped with r2a (trained on the built-in scripted demos; see its manifest for provenance)
 BUILTIN_CHECKPOINT = shipped_path("r2a/assets/builtin_vla")
+#: the LIBERO base (registry name builtin-libero): the same network and recipe on libero_spatial + libero_object
+BUILTIN_LIBERO_CHECKPOINT = shipped_path("r2a/assets/builtin_libero")
 
 
 class BuiltinVLAPolicy:
