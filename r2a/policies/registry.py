@@ -83,7 +83,8 @@ def _builtin(ctx: PolicyContext) -> Policy:
 
 
 @register_policy("builtin-libero", "the built-in VLA trained on libero_spatial and libero_object (issue 34; "
-                                   "r2a/assets/builtin_libero), options as builtin's: 'builtin-libero:?n_action_steps=4'")
+                                   "r2a/assets/builtin_libero), options as builtin's: "
+                                   "'builtin-libero:?n_action_steps=4'")
 def _builtin_libero(ctx: PolicyContext) -> Policy:
     from r2a.vla.policy import BUILTIN_LIBERO_CHECKPOINT
 
