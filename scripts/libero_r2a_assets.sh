@@ -7,8 +7,8 @@
 #
 #   bash scripts/libero_r2a_assets.sh                       # the shipped assets (hours on 2 cores)
 #   OUT=/tmp/a DATA=/tmp/d RUNS=/tmp/r GRAPH_EPISODES=1 HELDOUT_EPISODES=1 DAGGER_EPISODES=1 RETRIEVER_STEPS=20 \
-#     TASKS="libero_spatial/0 libero_object/0" DAGGER_TASKS=libero_spatial/0 SHIFTS=camera:2 \
-#     BASE=builtin:CKPT bash scripts/libero_r2a_assets.sh   # the pipeline end to end in minutes
+#     TASKS="libero_spatial/0 libero_object/0" DAGGER_TASKS=libero_spatial/0 \
+#     SHIFTS="camera:2 light:3" BASE=builtin:CKPT bash scripts/libero_r2a_assets.sh   # the pipeline end to end in minutes
 set -euo pipefail
 R2A=${R2A:-.venv/bin/r2a}
 OUT=${OUT:-r2a/assets}                  # where the assets go
@@ -67,13 +67,15 @@ done; done
 [ -e "$HARMONIZE_STATS" ] || $R2A demos image-stats "$DATA"/heldout/*.hdf5 --cameras agentview wrist \
   --out "$HARMONIZE_STATS" --fit-clean "$DATA"/heldout/*.hdf5 --fit-shifted "$DATA"/heldout_levels/*.hdf5
 
-# R2A around the LIBERO base with the parts made so far (the gate: the round's)
+# R2A around the LIBERO base with the parts made so far (the gate: the round's), and the gate's rows from its data
+R2A_PARTS=(--config configs/r2a/builtin.yaml --set "base=$BASE" --set "graph=$GRAPH" --set "retriever=$RETRIEVER")
+gate_rows() { $R2A gate data "${R2A_PARTS[@]}" --demos "$DATA"/heldout/*.hdf5 "$DATA"/heldout_shift/*.hdf5 \
+  --image-stats "$IMAGE_STATS" "$@"; }
 r2a_spec() { echo "r2a:configs/r2a/builtin.yaml?base=$BASE&graph=$GRAPH&retriever=$RETRIEVER&gate.image_stats=$IMAGE_STATS&gate.checkpoint=$1"; }
 
 log "5. the gate: v1 on the held-out demos, then two online DAgger rounds (seeds 63000…, 64000…)"
 if [ ! -e "$RUNS/gate_v1" ]; then
-  $R2A gate data --config configs/r2a/builtin.yaml --set "base=$BASE" --set "graph=$GRAPH" --set "retriever=$RETRIEVER" \
-    --demos "$DATA"/heldout/*.hdf5 "$DATA"/heldout_shift/*.hdf5 --image-stats "$IMAGE_STATS" --out "$RUNS/gate_rows0.npz"
+  gate_rows --out "$RUNS/gate_rows0.npz"
   $R2A gate train --data "$RUNS/gate_rows0.npz" --out "$RUNS/gate_v1" --set threads=1
 fi
 gate=$RUNS/gate_v1
@@ -84,9 +86,7 @@ for k in 1 2; do
       --beta 0 --lookahead 8 --shift "$spec" --seed $((62000 + 1000 * k)) --image-size 128 --workers "$WORKERS" --out "$g"
   done; done
   if [ ! -e "$RUNS/gate_dagger$k" ]; then
-    $R2A gate data --config configs/r2a/builtin.yaml --set "base=$BASE" --set "graph=$GRAPH" --set "retriever=$RETRIEVER" \
-      --demos "$DATA"/heldout/*.hdf5 "$DATA"/heldout_shift/*.hdf5 --dagger "$DATA"/gate_dagger/round*/*.hdf5 \
-      --image-stats "$IMAGE_STATS" --out "$RUNS/gate_rows$k.npz"
+    gate_rows --dagger "$DATA"/gate_dagger/round*/*.hdf5 --out "$RUNS/gate_rows$k.npz"
     $R2A gate train --data "$RUNS/gate_rows$k.npz" --out "$RUNS/gate_dagger$k" --set threads=1
   fi
   gate=$RUNS/gate_dagger$k

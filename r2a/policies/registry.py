@@ -70,16 +70,21 @@ def _query_options(query: str, types: dict[str, type], where: str) -> dict[str, 
     return options
 
 
-@register_policy("builtin", "the built-in VLA; 'builtin' (shipped checkpoint), 'builtin:DIR', options "
-                            "'builtin:DIR?n_action_steps=4' or '?temporal_ensemble=0.01'")
-def _builtin(ctx: PolicyContext) -> Policy:
+def _builtin_vla(checkpoint: str | None, query: str, spec: str) -> Policy:
+    """The built-in VLA network from ``checkpoint`` (None: the shipped built-in one) with ``query``'s options."""
     from r2a.adapters.guard import GuardedPolicy
     from r2a.vla.policy import BuiltinVLAPolicy
 
-    path, _, query = (ctx.arg or "").partition("?")
-    options = _query_options(query, {"n_action_steps": int, "temporal_ensemble": float}, f"builtin:{ctx.arg}")
-    inner = BuiltinVLAPolicy(path or None, **options)
+    options = _query_options(query, {"n_action_steps": int, "temporal_ensemble": float}, spec)
+    inner = BuiltinVLAPolicy(checkpoint or None, **options)
     return GuardedPolicy(inner, inner.action_space, name=f"builtin:{inner.path}")
+
+
+@register_policy("builtin", "the built-in VLA; 'builtin' (shipped checkpoint), 'builtin:DIR', options "
+                            "'builtin:DIR?n_action_steps=4' or '?temporal_ensemble=0.01'")
+def _builtin(ctx: PolicyContext) -> Policy:
+    path, _, query = (ctx.arg or "").partition("?")
+    return _builtin_vla(path, query, f"builtin:{ctx.arg}")
 
 
 @register_policy("builtin-libero", "the built-in VLA trained on libero_spatial and libero_object (issue 34; "
@@ -92,7 +97,7 @@ def _builtin_libero(ctx: PolicyContext) -> Policy:
     if path:
         raise R2AInputError(f"builtin-libero:{ctx.arg}: takes options only ('builtin-libero:?n_action_steps=4'); "
                             f"another checkpoint is 'builtin:DIR'")
-    return _builtin(PolicyContext(ctx.sim, ctx.seed, f"{BUILTIN_LIBERO_CHECKPOINT}?{query}"))
+    return _builtin_vla(str(BUILTIN_LIBERO_CHECKPOINT), query, f"builtin-libero:{ctx.arg}")
 
 
 @register_policy("expert", "the task's scripted expert (privileged simulator state)")

@@ -368,7 +368,7 @@ class SimEnv:
             raise R2AInputError(f"{self.task.name}: scene of {len(scene['body_pos'])} bodies, this model has "
                                 f"{model.nbody} (another task's simulator?)")
         model.body_pos[:], model.body_quat[:] = scene["body_pos"], scene["body_quat"]
-        self._initial_object_pos = {k: np.array(v) for k, v in scene["initial_object_pos"].items()}
+        self._initial_object_pos = dict(scene["initial_object_pos"])  # scene_state's arrays are copies already
 
     def fingerprint(self) -> str:
         """Hash of the full simulator state: equal fingerprints mean identical initial conditions."""
