@@ -12,7 +12,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
-	install-libero test-libero \
+	install-libero test-libero results-libero-clean results-libero \
 	install-liberoplus test-liberoplus
 
 $(PY):
@@ -51,13 +51,14 @@ quickstart: install
 	@echo "   the benchmark's answer is configs/bench/standard.yaml, published in docs/results/standard/"
 
 # The frozen base once, then each policy in its own run beside it, all merged into one paired report (every step
-# resumes): $(call paired_runs,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR); a policy's run directory is its name, ":" → "_".
+# resumes): $(call paired_runs,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR[,BASE]) (BASE: builtin unless given); a policy's
+# run directory is its name, ":" → "_".
 define paired_runs
-	$(VENV)/bin/r2a bench run --config $(1) --policy builtin --out $(2)/builtin --workers 2
+	$(VENV)/bin/r2a bench run --config $(1) --policy $(or $(5),builtin) --out $(2)/$(or $(5),builtin) --workers 2
 	for p in $(3); do \
 		$(VENV)/bin/r2a bench run --config $(1) --policy $$p --out $(2)/$$(echo $$p | tr : _) --workers 2 || exit 1; \
 	done
-	$(VENV)/bin/r2a bench merge $(4) $(2)/builtin $(foreach p,$(3),$(2)/$(subst :,_,$(p)))
+	$(VENV)/bin/r2a bench merge $(4) $(2)/$(or $(5),builtin) $(foreach p,$(3),$(2)/$(subst :,_,$(p)))
 endef
 
 # The published result (hours on 2 cores) in docs/results/standard/. R2A_POLICIES: the variant the quick-config
@@ -102,6 +103,16 @@ $(LIBERO_STAMP): $(STAMP)
 	touch $(LIBERO_STAMP)
 
 install-libero: install $(LIBERO_STAMP)
+
+# LIBERO (issue 34): the frozen LIBERO base's clean competence per task (both suites, 20 episodes each, ~1 h on
+# 2 cores) in docs/results/libero_clean/; the standard config on libero_spatial with R2A beside the base (hours per
+# policy) in docs/results/libero/
+LIBERO_POLICIES ?= r2a-libero
+results-libero-clean: install-libero
+	$(call paired_runs,configs/bench/libero_clean.yaml,runs/libero_clean,,docs/results/libero_clean,builtin-libero)
+
+results-libero: install-libero
+	$(call paired_runs,configs/bench/libero_standard.yaml,runs/libero,$(LIBERO_POLICIES),docs/results/libero,builtin-libero)
 
 test-libero: install-libero
 	$(PY) -m pytest -q tests/test_libero.py tests/test_shift_libero.py

@@ -21,14 +21,19 @@ SHIFTS=${SHIFTS:-"camera:2 light:3 background:2 noise:2"}        # the retriever
 DAGGER_SHIFTS=${DAGGER_SHIFTS:-"camera:2 light:3 background:2 noise:2 layout:2 robot_init:2"}
 GRAPH_EPISODES=${GRAPH_EPISODES:-10}    # per task, seeds 0…: the base's own training demos, state only
 HELDOUT_EPISODES=${HELDOUT_EPISODES:-4} # per task, seeds 20000…: the retriever's and the gate's queries
-DAGGER_EPISODES=${DAGGER_EPISODES:-2}   # per task and shift, per round
+DAGGER_EPISODES=${DAGGER_EPISODES:-1}   # per task and shift, per round (LIBERO episodes are slow: 24 per round)
 RETRIEVER_STEPS=${RETRIEVER_STEPS:-3000}
 WORKERS=${WORKERS:-2}
 GRAPH=$OUT/r2a_libero_graph RETRIEVER=$OUT/r2a_libero_retriever GATE=$OUT/r2a_libero_gate
 IMAGE_STATS=$OUT/r2a_libero_image_stats.json HARMONIZE_STATS=$OUT/r2a_libero_harmonize_stats.json
 file() { echo "${1//\//_}"; }           # libero_spatial/3 -> libero_spatial_3
 log() { echo "[$(date +%T)] $*"; }
+# run "$@" in the background, at most $WORKERS at once (a re-render is one process); bg_wait: all of them done, and
+# the script stops if one failed
+bg() { while [ "$(jobs -rp | wc -l)" -ge "$WORKERS" ]; do wait -n || true; done; { "$@" || touch "$RUNS/.failed"; } & }
+bg_wait() { wait; if [ -e "$RUNS/.failed" ]; then rm "$RUNS/.failed"; log "a background step failed"; exit 1; fi; }
 mkdir -p "$DATA"/{graph,heldout,heldout_shift,heldout_levels} "$RUNS" "$OUT"
+rm -f "$RUNS/.failed"
 
 log "1. the graph: $GRAPH_EPISODES expert demos per task, state only"
 for t in $TASKS; do
@@ -45,9 +50,10 @@ for t in $TASKS; do
     --image-size 128 --out "$f"
   for spec in $SHIFTS; do
     g=$DATA/heldout_shift/$(file "$t")_${spec/:/}.hdf5
-    [ -e "$g" ] || $R2A demos rerender "$f" --shift "$spec" --seed 5000 --out "$g"
+    [ -e "$g" ] || bg $R2A demos rerender "$f" --shift "$spec" --seed 5000 --out "$g"
   done
 done
+bg_wait
 
 log "3. the retriever"
 if [ ! -e "$RETRIEVER" ]; then
@@ -60,8 +66,9 @@ log "4. image statistics: the gate's (agentview) and harmonization's (both camer
 first=$(set -- $TASKS; echo "$1")
 for f in light background camera noise; do for l in 1 2 3; do
   g=$DATA/heldout_levels/$(file "$first")_$f$l.hdf5
-  [ -e "$g" ] || $R2A demos rerender "$DATA/heldout/$(file "$first").hdf5" --shift "$f:$l" --seed 5000 --out "$g"
+  [ -e "$g" ] || bg $R2A demos rerender "$DATA/heldout/$(file "$first").hdf5" --shift "$f:$l" --seed 5000 --out "$g"
 done; done
+bg_wait
 [ -e "$IMAGE_STATS" ] || $R2A demos image-stats "$DATA"/heldout/*.hdf5 --out "$IMAGE_STATS" \
   --fit-clean "$DATA"/heldout/*.hdf5 --fit-shifted "$DATA"/heldout_shift/*.hdf5
 [ -e "$HARMONIZE_STATS" ] || $R2A demos image-stats "$DATA"/heldout/*.hdf5 --cameras agentview wrist \
