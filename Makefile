@@ -109,7 +109,9 @@ install-libero: install $(LIBERO_STAMP)
 # policy) in docs/results/libero/
 LIBERO_POLICIES ?= r2a-libero
 results-libero-clean: install-libero
-	$(call paired_runs,configs/bench/libero_clean.yaml,runs/libero_clean,,docs/results/libero_clean,builtin-libero)
+	$(VENV)/bin/r2a bench run --config configs/bench/libero_clean.yaml --policy builtin-libero \
+		--out runs/libero_clean/builtin-libero --workers 2
+	mkdir -p docs/results/libero_clean && cp runs/libero_clean/builtin-libero/* docs/results/libero_clean/
 
 results-libero: install-libero
 	$(call paired_runs,configs/bench/libero_standard.yaml,runs/libero,$(LIBERO_POLICIES),docs/results/libero,builtin-libero)
