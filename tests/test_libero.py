@@ -44,6 +44,28 @@ def test_the_robosuite_backend_refuses_a_libero_task():
         SimEnv(SimConfig(task="libero_object/0", cameras=()))
 
 
+def test_r2a_libero_is_the_published_variant_with_libero_s_parts():
+    """`--policy r2a-libero` is r2a-harmonize-hold's settings around the LIBERO base, every part made on LIBERO
+    (a graph over both suites, training seeds only); a config after the colon replaces builtin_libero.yaml."""
+    from graph_builder.storage import read_manifest
+    from r2a.policies.registry import r2a_config_for
+    from r2a.wrapper.config import resolve_path
+    from r2a.wrapper.gate_checkpoint import load_gate
+    from r2a_core.types import OSC_POSE_DELTA
+
+    config, published = r2a_config_for("r2a-libero"), r2a_config_for("r2a-harmonize-hold")
+    assert config.base == "builtin-libero" and config.harmonize.enabled and config.gate.holding_scale == 0
+    assert (config.retrieval, config.executed_steps, config.recovery) == (
+        published.retrieval, published.executed_steps, published.recovery)
+    parts = (config.graph, config.retriever, config.gate.checkpoint, config.gate.image_stats,
+             config.harmonize.image_stats)
+    assert all("r2a_libero_" in part for part in parts) and all(resolve_path(part).exists() for part in parts)
+    graph = read_manifest(resolve_path(config.graph))
+    assert set(graph["tasks"]) == {f"{suite}/{i}" for suite in LIBERO_SUITES for i in range(10)}
+    assert max(load_gate(resolve_path(config.gate.checkpoint), OSC_POSE_DELTA).seeds) < 100_000
+    assert r2a_config_for("r2a-libero:configs/r2a/builtin.yaml").base == "builtin"
+
+
 def test_a_missing_asset_wheel_names_what_to_install(monkeypatch):
     import builtins
 
@@ -265,3 +287,25 @@ def test_the_expert_lookahead_replays_a_libero_episode_whose_fixtures_were_sampl
     np.testing.assert_array_equal(ep.label_chunks[:, 0], ep.actions)
     for k in range(1, 4):
         np.testing.assert_allclose(ep.label_chunks[:len(ep) - k, k], ep.actions[k:], atol=1e-5)
+
+
+@needs_libero
+def test_r2a_libero_drives_a_libero_scene_in_bounds():
+    """R2A around the LIBERO base on a real libero_spatial scene at the benchmark's 128 px: finite chunks inside the
+    action bounds, step after step."""
+    from r2a.policies import make_policy
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+
+    sim = make_sim(SimConfig(task="libero_spatial/0", image_size=128))
+    try:
+        obs, policy = sim.reset(100000), make_policy("r2a-libero", sim, 0)
+        policy.reset()
+        for _ in range(3):
+            chunk = np.asarray(policy.infer(obs)["actions"])
+            assert chunk.ndim == 2 and chunk.shape[1] == 7 and np.isfinite(chunk).all()
+            assert (np.abs(chunk) <= 1.0).all()
+            for action in chunk[:4]:
+                obs = sim.step(action)
+    finally:
+        sim.close()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from r2a_core.config import did_you_mean
+from r2a_core.config import did_you_mean, shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
 
@@ -202,7 +202,9 @@ def r2a_config_for(spec: str) -> Any:
     if name not in R2A_ABLATIONS:
         raise R2AInputError(f"'{spec}' is not an R2A policy; R2A policies: {', '.join(R2A_ABLATIONS)}")
     path, _, query = (arg or "").partition("?")
-    return load_r2a_config(path or None, R2A_ABLATIONS[name][0] + [item for item in query.split("&") if item])
+    default = R2A_DEFAULT_CONFIGS.get(name)
+    return load_r2a_config(path or (shipped_path(default) if default else None),
+                           R2A_ABLATIONS[name][0] + [item for item in query.split("&") if item])
 
 
 def _r2a_with(ctx: PolicyContext, name: str, ablation: list[str]) -> Policy:
@@ -244,7 +246,12 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a-harmonize-hold-clgate-canon": (["harmonize.enabled=true", "gate.holding_scale=0",
                                          f"gate.checkpoint={CLOSED_LOOP_GATE}", "canonicalize.enabled=true"],
                                         "r2a-harmonize-hold-clgate with view canonicalization (levers 1 and 2)"),
+    "r2a-libero": (["harmonize.enabled=true", "gate.holding_scale=0"],
+                   "r2a-harmonize-hold on LIBERO: around the LIBERO base with LIBERO's graph, retriever, gate and "
+                   "statistics (configs/r2a/builtin_libero.yaml; issue 34)"),
 }
+#: R2A names whose config is not configs/r2a/builtin.yaml (a config named after the colon replaces it)
+R2A_DEFAULT_CONFIGS: dict[str, str] = {"r2a-libero": "configs/r2a/builtin_libero.yaml"}
 
 
 def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
