@@ -13,7 +13,7 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
 	install-libero test-libero results-libero-clean results-libero \
-	install-liberoplus test-liberoplus
+	install-liberoplus test-liberoplus results-liberoplus
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -135,6 +135,12 @@ install-liberoplus: install-libero $(LIBEROPLUS_STAMP)
 
 test-liberoplus: install-liberoplus
 	$(PY) -m pytest -q tests/test_liberoplus.py
+
+# LIBERO-Plus's own perturbed tasks around the LIBERO base (issue 34): 40 per runnable family from libero_spatial and
+# libero_object with their clean twins (253 episodes per policy, ~40 min on 2 cores), R2A beside the base, in
+# docs/results/liberoplus/
+results-liberoplus: install-liberoplus
+	$(call paired_runs,configs/bench/liberoplus_libero.yaml,runs/liberoplus,$(LIBERO_POLICIES),docs/results/liberoplus,builtin-libero)
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

@@ -98,5 +98,7 @@ for k in 1 2; do
   fi
   gate=$RUNS/gate_dagger$k
 done
-[ -e "$GATE" ] || { mkdir -p "$GATE" && cp "$gate"/{manifest.json,model.safetensors,train_summary.json} "$GATE"/; }
+# the shipped gate is the last round's (a gate shipped from an earlier round is replaced)
+cmp -s "$gate/model.safetensors" "$GATE/model.safetensors" 2>/dev/null || {
+  mkdir -p "$GATE" && cp "$gate"/{manifest.json,model.safetensors,train_summary.json} "$GATE"/; }
 log "done: $GRAPH $RETRIEVER $GATE $IMAGE_STATS $HARMONIZE_STATS"
