@@ -28,8 +28,8 @@ GRAPH=$OUT/r2a_libero_graph RETRIEVER=$OUT/r2a_libero_retriever GATE=$OUT/r2a_li
 IMAGE_STATS=$OUT/r2a_libero_image_stats.json HARMONIZE_STATS=$OUT/r2a_libero_harmonize_stats.json
 file() { echo "${1//\//_}"; }           # libero_spatial/3 -> libero_spatial_3
 log() { echo "[$(date +%T)] $*"; }
-# run "$@" in the background, at most $WORKERS at once (a re-render is one process); bg_wait: all of them done, and
-# the script stops if one failed
+# run "$@" in the background, at most $WORKERS at once (a re-render, a DAgger file: one process each); bg_wait: all
+# of them done, and the script stops if one failed
 bg() { while [ "$(jobs -rp | wc -l)" -ge "$WORKERS" ]; do wait -n || true; done; { "$@" || touch "$RUNS/.failed"; } & }
 bg_wait() { wait; if [ -e "$RUNS/.failed" ]; then rm "$RUNS/.failed"; log "a background step failed"; exit 1; fi; }
 mkdir -p "$DATA"/{graph,heldout,heldout_shift,heldout_levels} "$RUNS" "$OUT"
@@ -89,9 +89,10 @@ gate=$RUNS/gate_v1
 for k in 1 2; do
   for spec in $DAGGER_SHIFTS; do for t in $DAGGER_TASKS; do
     g=$DATA/gate_dagger/round$k/$(file "$t")_${spec/:/}.hdf5
-    [ -e "$g" ] || $R2A policy dagger --policy "$(r2a_spec "$gate")" --task "$t" --episodes "$DAGGER_EPISODES" \
-      --beta 0 --lookahead 8 --shift "$spec" --seed $((62000 + 1000 * k)) --image-size 128 --workers "$WORKERS" --out "$g"
+    [ -e "$g" ] || bg $R2A policy dagger --policy "$(r2a_spec "$gate")" --task "$t" --episodes "$DAGGER_EPISODES" \
+      --beta 0 --lookahead 8 --shift "$spec" --seed $((62000 + 1000 * k)) --image-size 128 --workers 1 --out "$g"
   done; done
+  bg_wait
   if [ ! -e "$RUNS/gate_dagger$k" ]; then
     gate_rows --dagger "$DATA"/gate_dagger/round*/*.hdf5 --out "$RUNS/gate_rows$k.npz"
     $R2A gate train --data "$RUNS/gate_rows$k.npz" --out "$RUNS/gate_dagger$k" --set threads=1
