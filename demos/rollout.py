@@ -47,7 +47,8 @@ class EpisodeHooks(Protocol):
         """Called after ``reset`` and the fingerprint; may change the scene and return a fresh observation."""
 
     def transform(self, obs: dict[str, Any]) -> dict[str, Any]:
-        """Applied to every observation the policy sees."""
+        """Applied to every observation the policy sees (hooks whose ``stepwise_transform`` attribute is True —
+        nothing carried between steps — let ``render_unseen=False`` skip it on the steps the policy does not see)."""
 
     def after_step(self, sim: Any, action: np.ndarray) -> None:
         """Called after every simulator step."""
@@ -82,15 +83,21 @@ Perturbation = Callable[[np.ndarray, int, dict[str, Any]], np.ndarray]
 
 def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_steps: int | None = None,
                 max_steps: int | None = None, hooks: EpisodeHooks | None = None,
-                perturb: Perturbation | None = None,
-                observer: StepObserver | None = None) -> tuple[Episode | None, dict[str, Any]]:
+                perturb: Perturbation | None = None, observer: StepObserver | None = None,
+                render_unseen: bool = True) -> tuple[Episode | None, dict[str, Any]]:
     """Roll ``policy`` out in ``sim`` from ``reset(seed)`` until success or the horizon.
 
     Returns the recorded episode (None when ``record`` is False) and a summary: success, steps, latched
     stages, the fingerprint of the initial state (taken before any hook changes the scene), the EE trace.
     With ``perturb`` the simulator executes another action (it sees the same observation as the policy) while
     the policy's action is recorded. ``observer`` sees every step (:class:`Step`) before it is executed.
+    ``render_unseen=False`` (not with ``record``) renders the cameras only for the observations the policy is
+    queried on — the same episode, several times faster for a chunked policy; the steps in between carry the
+    last rendered images (and skip ``hooks.transform`` when it is ``stepwise_transform``), so an ``observer``
+    must not look at their images.
     """
+    if record and not render_unseen:
+        raise ValueError("render_unseen=False would record stale images: it needs record=False")
     obs = sim.reset(seed)
     policy.reset()
     fingerprint = sim.fingerprint()
@@ -98,7 +105,7 @@ def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_st
         if hooks is not None:
             obs = hooks.after_reset(sim) or obs
         return _rollout(sim, policy, obs, seed, fingerprint, record, n_action_steps, max_steps, hooks, perturb,
-                        observer)
+                        observer, render_unseen)
     finally:
         if hooks is not None:
             hooks.close()
@@ -106,8 +113,8 @@ def run_episode(sim, policy: Policy, seed: int, record: bool = True, n_action_st
 
 def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: str, record: bool,
              n_action_steps: int | None, max_steps: int | None, hooks: EpisodeHooks | None,
-             perturb: Perturbation | None = None,
-             observer: StepObserver | None = None) -> tuple[Episode | None, dict[str, Any]]:
+             perturb: Perturbation | None = None, observer: StepObserver | None = None,
+             render_unseen: bool = True) -> tuple[Episode | None, dict[str, Any]]:
     recorder = EpisodeRecorder(tuple(c for c in CAMERAS if image_key(c) in obs))
     stages = dict.fromkeys(sim.task.stages, False)
     trace_pos, trace_grip = [sim.ee_pos()], [float(gripper_opening(sim.gripper_qpos()))]
@@ -115,14 +122,16 @@ def _rollout(sim, policy: Policy, obs: dict[str, Any], seed: int, fingerprint: s
     success, steps, limit = False, 0, max_steps or sim.horizon
     while steps < limit and not success:
         seen = {**obs, STATE_STEP: steps}
-        seen = hooks.transform(seen) if hooks is not None else seen
+        unseen = not render_unseen and not broker.will_query and getattr(hooks, "stepwise_transform", False)
+        if hooks is not None and not unseen:
+            seen = hooks.transform(seen)
         action = sim.action_space.clip(broker.act(seen))
         if record:
             _record_step(recorder, sim, seen, action)
         executed = sim.action_space.clip(perturb(action, steps, seen)) if perturb is not None else action
         if observer is not None:
             observer(Step(steps, seen, action, executed, broker.last_reply if broker.queried else None, sim))
-        obs = sim.step(executed)
+        obs = sim.step(executed) if render_unseen else sim.step(executed, render_images=broker.will_query)
         steps += 1
         if hooks is not None:
             hooks.after_step(sim, executed)

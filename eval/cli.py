@@ -170,6 +170,10 @@ def _add_perf_sim_parser(perf_sub: argparse._SubParsersAction) -> None:
     sim.add_argument("--culling", choices=["on", "off", "both"], default="on",
                      help="frustum culling of the camera rows (the same pixels, sim/envs/rendering.py); 'both' "
                           "measures each with and without, side by side (default: on, as every run renders)")
+    sim.add_argument("--render-every", type=int, nargs="+", default=[1], metavar="N",
+                     help="render the cameras every N-th step (between them the images are not rendered, as a "
+                          "benchmark episode of a policy executing N-step chunks runs); several N side by side "
+                          "(default: 1; e.g. 1 8)")
     sim.add_argument("--json", metavar="PATH", help="also write the measurement (with machine info) as JSON")
 
 
@@ -331,7 +335,7 @@ def _perf_sim(args: argparse.Namespace) -> int:
 
     culling = {"on": (True,), "off": (False,), "both": (True, False)}[args.culling]
     result = measure_sim_speed(tuple(args.tasks), tuple(args.sizes), steps=args.steps, seed=args.seed,
-                               culling=culling)
+                               culling=culling, render_every=tuple(args.render_every))
     print(format_table(result))
     if args.json:
         write_json_atomic(Path(args.json), result)

@@ -107,6 +107,10 @@ class BenchHooks:
         self.prompt = obs.get("prompt")
         return obs
 
+    @property
+    def stepwise_transform(self) -> bool:
+        return self.shift.stepwise_transform
+
     def after_step(self, sim, action: np.ndarray) -> None:
         for name in self.task.objects:
             held = sim.is_grasped(name)
@@ -172,8 +176,9 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
         _check_artifacts(job.policy, policy, options.artifacts)
         # the config's execution horizon wins; otherwise the policy's own (openpi's action_horizon), else all of it
         n_action_steps = config.n_action_steps or getattr(policy, "n_action_steps", None)
+        # cameras render only for the observations the policy is queried on, unless a frame strip looks at others
         _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, hooks=hooks,
-                                 observer=_both(frames, wrapper, harmonize, canon))
+                                 observer=_both(frames, wrapper, harmonize, canon), render_unseen=frames is not None)
     finally:
         close = getattr(policy, "close", None)  # a server connection is released at once, not at GC
         if callable(close):

@@ -47,6 +47,11 @@ class ChunkBroker:
         self.last_reply, self.queried = None, False
         self.policy.reset()
 
+    @property
+    def will_query(self) -> bool:
+        """Whether the next :meth:`act` queries the policy (the queue is empty): only then is its observation seen."""
+        return not self._queue
+
     def act(self, obs: dict[str, Any]) -> np.ndarray:
         """The next action: from the queue, or from a fresh chunk when the queue is empty."""
         self.queried = not self._queue

@@ -245,6 +245,14 @@ def test_cameras_render_upright_distinct_images(camera_sim):
 
 
 @needs_libero
+def test_rendering_only_the_queried_observations_changes_nothing_on_libero(camera_sim):
+    """LIBERO samples its images one physics substep into the control step; skipping unseen renders keeps that."""
+    from tests.test_sim_env import assert_skipped_renders_change_nothing
+
+    assert_skipped_renders_change_nothing(camera_sim, steps=8)
+
+
+@needs_libero
 def test_frustum_culling_leaves_libero_s_pictures_unchanged(camera_sim):
     """LIBERO's scenes are where culling pays (~300k mesh faces); a geom culled wrongly changes pixels here."""
     from tests.test_sim_env import assert_culling_changes_no_pixel

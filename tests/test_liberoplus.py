@@ -325,7 +325,10 @@ def test_every_runnable_family_changes_what_it_should_on_libero_spatial_0():
         cam = sim.sim.model.camera_name2id("agentview")
         cam_pose = sim.mj_model.cam_pos[cam].copy(), sim.mj_model.cam_quat[cam].copy()
         for family, level in (("camera", 3), ("robot_init", 5), ("language", 1), ("noise", 3), ("layout", 2)):
-            hooks = LiberoPlusHooks(index, index.pool("libero_spatial/0", family, level)[0], level)
+            pool = index.pool("libero_spatial/0", family, level)
+            # noise: a corruption drawing fresh randomness each step (not the deterministic blurs)
+            task = next(t for t in pool if family != "noise" or t.params["kind"] in ("glass_blur", "motion_blur"))
+            hooks = LiberoPlusHooks(index, task, level)
             sim.reset(100000)
             assert sim.fingerprint() == fingerprint
             obs = hooks.transform(hooks.after_reset(sim))
@@ -333,6 +336,9 @@ def test_every_runnable_family_changes_what_it_should_on_libero_spatial_0():
             wrist_change = np.abs(obs["images/wrist"].astype(int) - clean["images/wrist"]).mean()
             if family in ("camera", "noise"):
                 assert image_change > 3 and (family == "camera" or wrist_change == 0)
+            if family == "noise":  # fresh randomness per step, keyed by the step: a skipped step changes nothing
+                at = [hooks.transform({**clean, "state/step": s})["images/agentview"] for s in (5, 5, 6)]
+                assert hooks.stepwise_transform and np.array_equal(at[0], at[1]) and not np.array_equal(at[0], at[2])
             if family == "robot_init":
                 assert np.linalg.norm(sim.joint_pos() - joints) > 0.3 and wrist_change > 3
                 for _ in range(5):  # the controller holds the new pose

@@ -22,7 +22,15 @@ def test_rows_per_task_and_size_with_cameras_only_where_asked():
     assert "| Lift | robosuite | 16 | off |" in table
 
 
-@pytest.mark.parametrize("sizes, steps, message", [((4,), 10, "expected 0"), ((64,), 0, "at least 1")])
-def test_bad_arguments_are_refused_before_any_simulator(sizes, steps, message):
+def test_rendering_every_nth_step_is_a_row_beside_every_step():
+    result = measure_sim_speed(("Lift",), (0, 16), steps=8, seed=0, render_every=(1, 4))
+    assert [(r["image_size"], r["render_every"]) for r in result["rows"]] == [(0, None), (16, 1), (16, 4)]
+    table = format_table(result)
+    assert "| 16 | on | every step |" in table and "| 16 | on | every 4th |" in table
+
+
+@pytest.mark.parametrize("sizes, steps, every, message", [
+    ((4,), 10, (1,), "expected 0"), ((64,), 0, (1,), "at least 1"), ((64,), 10, (0,), "step counts of at least 1")])
+def test_bad_arguments_are_refused_before_any_simulator(sizes, steps, every, message):
     with pytest.raises(R2AInputError, match=message):
-        measure_sim_speed(("Lift",), sizes, steps=steps)
+        measure_sim_speed(("Lift",), sizes, steps=steps, render_every=every)

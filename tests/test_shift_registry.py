@@ -61,6 +61,12 @@ def test_level_zero_hooks_are_a_no_op():
     assert hooks.factor is None and hooks.transform(obs) is obs
 
 
+def test_only_a_factor_drawing_randomness_per_step_needs_every_step_transformed():
+    """A rollout may skip ``transform`` on steps nobody sees unless it advances the episode's random stream."""
+    assert ShiftHooks("camera", 0).stepwise_transform
+    assert [name for name in FACTOR_NAMES if not ShiftHooks(name, 2).stepwise_transform] == ["noise"]
+
+
 @pytest.mark.parametrize("name", EXPECTED)
 @pytest.mark.parametrize("task", [*BUILTIN_TASKS, "libero_spatial/0", "libero_object/0"])
 def test_sampling_is_deterministic_jsonable_and_varied(name, task):  # pure: LIBERO's tasks need no libero here

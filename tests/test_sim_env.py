@@ -203,6 +203,66 @@ def test_the_rollout_observer_sees_every_step_before_it_runs():
     assert all(s.obs["state/step"] == s.index for s in seen)
 
 
+class ImageDrivenPolicy:
+    """A chunked policy whose actions follow its camera images: a wrong image would change the trajectory."""
+
+    def __init__(self) -> None:
+        self.seen: list[np.ndarray] = []
+
+    def reset(self) -> None:
+        self.seen = []
+
+    def infer(self, obs):
+        image = obs["images/agentview"]
+        self.seen.append(image.copy())
+        drift = (image.mean(axis=(0, 1)) / 255.0 - 0.5)[:3]
+        chunk = np.zeros((4, 7), np.float32)
+        chunk[:, :3] = np.clip(drift * 4.0, -1, 1)
+        chunk[:, 6] = -1.0
+        return {"actions": chunk}
+
+
+def rollout_rendering(sim, render_unseen: bool, seed: int = 3, steps: int = 14):
+    """(summary, images the policy saw, render calls after the reset) of one rollout of :class:`ImageDrivenPolicy`."""
+    from demos.rollout import run_episode
+
+    renders = []
+    render = sim.sim.render
+    sim.sim.render = lambda *a, **k: renders.append(1) or render(*a, **k)
+    try:
+        sim.reset(seed)
+        in_reset = len(renders)  # LIBERO's reset steps the scene to rest, rendering each step
+        renders.clear()
+        policy = ImageDrivenPolicy()
+        _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=3, max_steps=steps,
+                                 render_unseen=render_unseen)
+    finally:
+        del sim.sim.render
+    return summary, policy.seen, len(renders) - in_reset
+
+
+def assert_skipped_renders_change_nothing(sim, steps: int = 14) -> None:
+    """Rendering only the queried observations gives the same episode: trajectory, and every image the policy
+    saw, bit for bit, with about a third of the renders (a query every 3 steps)."""
+    eager, eager_seen, eager_renders = rollout_rendering(sim, True, steps=steps)
+    lazy, lazy_seen, lazy_renders = rollout_rendering(sim, False, steps=steps)
+    assert eager["steps"] == lazy["steps"] == steps and len(eager_seen) == len(lazy_seen) == -(-steps // 3)
+    for key in eager["trace"]:
+        np.testing.assert_array_equal(eager["trace"][key], lazy["trace"][key])
+    for a, b in zip(eager_seen, lazy_seen):
+        np.testing.assert_array_equal(a, b)
+    cameras = len(sim.config.cameras)
+    assert eager_renders >= cameras * steps and lazy_renders <= cameras * len(lazy_seen)
+
+
+def test_rendering_only_the_queried_observations_changes_nothing(lift):
+    assert_skipped_renders_change_nothing(lift)
+    with pytest.raises(ValueError, match="record=False"):
+        from demos.rollout import run_episode
+
+        run_episode(lift, ImageDrivenPolicy(), 0, record=True, render_unseen=False)
+
+
 def test_robosuite_import_warnings_are_not_printed():
     """robosuite prints five warnings on import (a private macro file, robosuite_models, mink IK) in every
     simulator process; r2a drops exactly those, and robosuite's logger still reports errors."""

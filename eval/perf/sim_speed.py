@@ -7,6 +7,8 @@ episode); only ``sim.step`` is timed, the expert's labels and the resets are not
 (state only). The machine's load average is recorded with the result: on a shared machine the numbers are upper
 bounds on the time, and two rows compare only when measured in the same run. ``culling=(True, False)`` measures
 each camera row with and without frustum culling (the same pixels; sim/envs/rendering.py) side by side.
+``render_every=(1, 8)`` measures each camera row rendering every step and only every 8th (``sim.step(...,
+render_images=False)`` in between, as a benchmark episode of a policy executing 8-step chunks renders), side by side.
 """
 
 from __future__ import annotations
@@ -31,22 +33,27 @@ DEFAULT_SIZES = (0, 64, 128)
 
 
 def measure_sim_speed(tasks: tuple[str, ...] = DEFAULT_TASKS, sizes: tuple[int, ...] = DEFAULT_SIZES,
-                      steps: int = 200, seed: int = 0, culling: tuple[bool, ...] = (True,)) -> dict[str, Any]:
+                      steps: int = 200, seed: int = 0, culling: tuple[bool, ...] = (True,),
+                      render_every: tuple[int, ...] = (1,)) -> dict[str, Any]:
     """Time ``steps`` expert-driven control steps on each task at each image size (0: no cameras), with frustum
-    culling on and/or off (``culling``; a camera-less row has nothing to cull and runs once)."""
+    culling on and/or off (``culling``; a camera-less row has nothing to cull and runs once), rendering every
+    ``n``-th step for each ``n`` of ``render_every``."""
     if steps < 1:
         raise R2AInputError(f"steps={steps}: expected at least 1")
+    if not render_every or min(render_every) < 1:
+        raise R2AInputError(f"render_every={list(render_every)}: expected step counts of at least 1")
     bad = [s for s in sizes if s != 0 and not 8 <= s <= 1024]
     if bad:
         raise R2AInputError(f"--sizes {bad}: expected 0 (no cameras) or 8..1024 pixels")
     if not culling:
         raise R2AInputError("culling: expected True, False or both")
-    rows = [_measure_one(task, size, steps, seed, cull) for task in tasks for size in sizes
-            for cull in (culling[:1] if size == 0 else culling)]
+    rows = [_measure_one(task, size, steps, seed, cull, every) for task in tasks for size in sizes
+            for cull in (culling[:1] if size == 0 else culling) for every in (render_every[:1] if size == 0
+                                                                              else render_every)]
     return {"format_version": FORMAT_VERSION, "rows": rows, "steps": steps, "seed": seed, "machine": _machine()}
 
 
-def _measure_one(task: str, size: int, steps: int, seed: int, culling: bool) -> dict[str, Any]:
+def _measure_one(task: str, size: int, steps: int, seed: int, culling: bool, render_every: int = 1) -> dict[str, Any]:
     from demos.experts.scripted import make_expert
     from sim.envs.backends import make_sim
     from sim.envs.robosuite_env import SimConfig
@@ -70,7 +77,8 @@ def _measure_one(task: str, size: int, steps: int, seed: int, culling: bool) -> 
             for t in range(sim.horizon):
                 action = np.asarray(expert.infer({**obs, STATE_STEP: t})["actions"], dtype=np.float32)[0]
                 t0 = time.perf_counter()
-                obs = sim.step(sim.action_space.clip(action))
+                render = render_every == 1 or (t + 1) % render_every == 0
+                obs = sim.step(sim.action_space.clip(action), render_images=render)
                 step_s.append(time.perf_counter() - t0)
                 if len(step_s) >= steps or sim.evaluate()[1]:
                     break
@@ -79,12 +87,13 @@ def _measure_one(task: str, size: int, steps: int, seed: int, culling: bool) -> 
         sim.close()
     ms = 1e3 * np.asarray(step_s)
     row = {"task": spec.name, "backend": spec.backend, "image_size": size, "cameras": list(config.cameras),
-           "culling": bool(culling and size),
+           "culling": bool(culling and size), "render_every": render_every if size else None,
            "steps_per_s": float(1e3 / ms.mean()), "step_ms_mean": float(ms.mean()),
            "step_ms_p50": float(np.median(ms)), "step_ms_p95": float(np.percentile(ms, 95)),
            "build_s": build_s, "reset_s_mean": float(np.mean(reset_s)), "episodes": len(reset_s)}
-    log.info("%s at %s%s: %.1f steps/s (build %.1f s, reset %.2f s)", spec.name, size or "no cameras",
-             ", culling" if row["culling"] else "", row["steps_per_s"], build_s, row["reset_s_mean"])
+    log.info("%s at %s%s, rendering every %s step(s): %.1f steps/s (build %.1f s, reset %.2f s)", spec.name,
+             size or "no cameras", ", culling" if row["culling"] else "", render_every, row["steps_per_s"], build_s,
+             row["reset_s_mean"])
     return row
 
 
@@ -97,12 +106,14 @@ def format_table(result: dict[str, Any]) -> str:
     load = result["machine"]["load_avg"][0]
     lines = [f"Simulator speed, one process, the scripted expert driving; {result['steps']} timed steps per row; "
              f"load {load:.2f} on {result['machine']['cores']} cores", "",
-             "| task | backend | image px | culling | steps/s | step ms p50 / p95 | build s | reset s |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| task | backend | image px | culling | renders | steps/s | step ms p50 / p95 | build s | reset s |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in result["rows"]:
         px = r["image_size"] or "none"
         cull = "—" if not r["image_size"] else ("on" if r.get("culling") else "off")
-        lines.append(f"| {r['task']} | {r['backend']} | {px} | {cull} | {r['steps_per_s']:.1f} | "
+        every = r.get("render_every")
+        renders = "—" if not every else ("every step" if every == 1 else f"every {every}th")
+        lines.append(f"| {r['task']} | {r['backend']} | {px} | {cull} | {renders} | {r['steps_per_s']:.1f} | "
                      f"{r['step_ms_p50']:.1f} / "
                      f"{r['step_ms_p95']:.1f} | {r['build_s']:.1f} | {r['reset_s_mean']:.2f} |")
     return "\n".join(lines) + "\n"

@@ -9,10 +9,11 @@ default hard reset corrupts camera images once an old GL context is garbage-coll
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -123,6 +124,38 @@ def env_args_for(config: SimConfig) -> dict[str, Any]:
             "robosuite_env": get_task(config.task).env_name, "action_space": OSC_POSE_DELTA.to_dict()}
 
 
+@contextlib.contextmanager
+def _cameras_skipped(raw_env: Any, skip: bool) -> Iterator[None]:
+    """While active (when ``skip``), robosuite's image observables return their last value instead of rendering.
+
+    Their sampling clocks run as usual (only the sensor is swapped), so the next rendered image is sampled at
+    the same physics substep as without skipping.
+    """
+    if not skip:
+        yield
+        return
+    swapped = {}
+    for observable in raw_env._observables.values():
+        if observable.modality == "image":
+            swapped[observable] = observable._sensor
+            observable._sensor = _last_value_sensor(observable)
+    try:
+        yield
+    finally:
+        for observable, sensor in swapped.items():
+            observable._sensor = sensor
+
+
+def _last_value_sensor(observable: Any):
+    """A sensor with ``observable``'s modality answering its current (last sampled) value."""
+
+    def last_value(obs_cache: dict[str, Any]) -> np.ndarray:
+        return observable._current_observed_value
+
+    last_value.__modality__ = observable.modality
+    return last_value
+
+
 class SimEnv:
     """One task's simulator. ``reset(seed)`` gives the same initial state for the same seed, in any process."""
 
@@ -184,13 +217,20 @@ class SimEnv:
         self._obs = self._make_obs(raw_obs)
         return self._obs
 
-    def step(self, action: np.ndarray) -> dict[str, Any]:
-        """Apply one 7-D OSC_POSE delta action (clipped to [-1, 1]); return the next observation."""
+    def step(self, action: np.ndarray, render_images: bool = True) -> dict[str, Any]:
+        """Apply one 7-D OSC_POSE delta action (clipped to [-1, 1]); return the next observation.
+
+        ``render_images=False`` skips the cameras for this step — rendering is most of a step's cost — and the
+        observation carries the last rendered images again (same keys and shapes, so per-step image transforms
+        draw the same randomness). For rollouts that know nobody looks at this step's images (a chunked policy
+        between queries): the physics, and every image that is rendered, are exactly what they would have been.
+        """
         action = np.asarray(action, dtype=np.float64).reshape(-1)
         if action.shape != (self.action_space.dim,):
             raise R2AInputError(f"action has shape {action.shape}, expected ({self.action_space.dim},)")
         self._activate_gl()
-        raw_obs, _, _, _ = self.raw_env.step(self.action_space.clip(action))
+        with _cameras_skipped(self.raw_env, skip=not render_images and bool(self.config.cameras)):
+            raw_obs, _, _, _ = self.raw_env.step(self.action_space.clip(action))
         self._obs = self._make_obs(raw_obs)
         return self._obs
 

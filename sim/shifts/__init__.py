@@ -141,6 +141,12 @@ class ShiftHooks:
     def after_step(self, sim: "SimEnv", action: np.ndarray) -> None:
         return None
 
+    @property
+    def stepwise_transform(self) -> bool:
+        """Whether ``transform`` carries nothing from one step to the next (its result depends on that step's
+        observation alone), so that a rollout may skip it on the steps the policy does not see."""
+        return self.factor is None or not self.factor.transform_draws_randomness
+
     def close(self) -> None:
         if self._undo is not None:
             undo, self._undo = self._undo, None

@@ -156,6 +156,10 @@ class ShiftFactor:
         """Change the simulator after reset; return ``undo`` restoring the clean model. Default: nothing."""
         return lambda: None
 
+    #: whether ``transform_obs`` draws from its generator (fresh randomness per step): then every step's call
+    #: advances the episode's stream, and a rollout must not leave out the steps the policy does not see
+    transform_draws_randomness = False
+
     def transform_obs(self, obs: dict[str, Any], params: dict[str, Any],
                       rng: np.random.Generator) -> dict[str, Any]:
         """Change an observation the policy sees (a new dict; the input is not modified). Default: identity."""

@@ -14,7 +14,9 @@ which, and reads the task list):
 - **language** — the instruction of the task's own BDDL file (``<original>_language_<n>.bddl``).
 - **noise** — its ``ControlEnv.step``: the agentview image corrupted every step by motion blur (ImageMagick through
   Wand), Gaussian blur, zoom blur, fog (plasma fractal) or glass blur (scikit-image), with fresh randomness per step
-  from the episode's generator. Its fog map was 256 px and its glass-blur loop 224 px: here both follow the image.
+  from a generator keyed by the episode and the step's index (so a rollout may corrupt only the observations the
+  policy is queried on: the same images as corrupting every step). Its fog map was 256 px and its glass-blur loop
+  224 px: here both follow the image.
 - **layout** — the task's BDDL moves the objects' placement regions and its init file holds one state of that
   layout; the scenes have the same objects, so the state is loaded into the original's scene (LIBERO's
   ``set_init_state``) and settled for LIBERO's 10 no-op steps.
@@ -39,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from r2a_core.errors import R2AInputError
+from r2a_core.types import STATE_STEP
 from sim.envs.liberoplus_tasks import INSTALL_HINT, LiberoPlusIndex, PerturbedTask, get_family
 from sim.shifts import ShiftHooks
 from sim.shifts.base import ArraySnapshot, raw_data, raw_model
@@ -281,6 +284,7 @@ class LiberoPlusHooks(ShiftHooks):
             raise R2AInputError(f"LIBERO-Plus task '{task.name}': its {family.name} family cannot run here — "
                                 f"{family.note}")
         super().__init__(None, 0)
+        self._rng_key: list[int] | None = None
         self.index, self.task, self.level = index, task, int(level)
         self.factor = LiberoPlusFamilyInfo(f"liberoplus:{task.family}", task.family in STATE_FAMILIES)
         if task.family == "noise":
@@ -291,7 +295,7 @@ class LiberoPlusHooks(ShiftHooks):
         task = self.task
         self.params = {"factor": self.factor.name, "level": self.level, "liberoplus_task": task.name,
                        "suite": task.suite, **task.params}
-        self._rng = np.random.default_rng([int(sim.seed), self.level, RNG_TAG, zlib.crc32(task.name.encode())])
+        self._rng_key = [int(sim.seed), self.level, RNG_TAG, zlib.crc32(task.name.encode())]
         apply = getattr(self, f"_apply_{task.family}")
         apply(sim)
         return sim.observe()
@@ -348,8 +352,14 @@ class LiberoPlusHooks(ShiftHooks):
         family = self.task.family
         if family == "language" and "instruction" in self.params:
             return {**obs, "prompt": self.params["instruction"]}
-        if family == "noise" and self._rng is not None and IMAGE_KEY in obs:
-            image = corrupt(obs[IMAGE_KEY], self.task.params["kind"], self.task.params["severity"], self._rng)
+        if family == "noise" and self._rng_key is not None and IMAGE_KEY in obs:
+            rng = np.random.default_rng([*self._rng_key, int(obs.get(STATE_STEP, 0))])
+            image = corrupt(obs[IMAGE_KEY], self.task.params["kind"], self.task.params["severity"], rng)
             return {**obs, IMAGE_KEY: image}
         return obs
+
+    @property
+    def stepwise_transform(self) -> bool:
+        """Always: the noise's fresh randomness of a step comes from a generator keyed by the step's index."""
+        return True
 

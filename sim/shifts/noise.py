@@ -30,6 +30,7 @@ class NoiseShift(ShiftFactor):
     name = "noise"
     index = 5
     modifies_state = False
+    transform_draws_randomness = True
     summary = "agentview corruption per step: Gaussian noise, Gaussian blur, motion blur or fog"
     level_schema = {"noise_std": RANGE, "blur_sigma_px": RANGE, "motion_length_px": RANGE, "fog_density": RANGE}
 
