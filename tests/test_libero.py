@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from r2a_core.errors import R2AInputError
-from sim.envs.libero_tasks import LIBERO_SUITES, LIBERO_TASKS, STEP_LIMITS, suite_task_names
+from sim.envs.libero_tasks import LIBERO_SUITES, LIBERO_TASKS, SETTLE_STEPS, STEP_LIMITS, suite_task_names
 from sim.envs.tasks import TASKS, get_task
 
 HAVE_LIBERO = (importlib.util.find_spec("libero") is not None
@@ -250,6 +250,26 @@ def test_rendering_only_the_queried_observations_changes_nothing_on_libero(camer
     from tests.test_sim_env import assert_skipped_renders_change_nothing
 
     assert_skipped_renders_change_nothing(camera_sim, steps=8)
+
+
+@needs_libero
+def test_settling_renders_only_its_last_step_and_shows_the_same_images(camera_sim, monkeypatch):
+    import contextlib
+
+    import sim.envs.libero_env as libero_env
+
+    sim = camera_sim
+    renders = []
+    render = sim.sim.render
+    monkeypatch.setattr(sim.sim, "render", lambda *a, **k: renders.append(1) or render(*a, **k))
+    quick = sim.reset(100001)
+    quick_renders, fingerprint = len(renders), sim.fingerprint()
+    renders.clear()
+    monkeypatch.setattr(libero_env, "cameras_skipped", lambda env, skip: contextlib.nullcontext())
+    every = sim.reset(100001)  # every settling step rendered, as LIBERO's own loop does
+    assert len(renders) - quick_renders == 2 * (SETTLE_STEPS - 1) and sim.fingerprint() == fingerprint
+    for key in ("images/agentview", "images/wrist"):
+        np.testing.assert_array_equal(quick[key], every[key])
 
 
 @needs_libero

@@ -44,7 +44,14 @@ from r2a_core.errors import R2AInputError
 from r2a_core.rotations import xyzw_to_wxyz
 from sim.envs.libero_tasks import LIBERO_TASKS, SETTLE_STEPS, LiberoTaskSpec
 from sim.envs.rendering import apply_render_quality
-from sim.envs.robosuite_env import ROBOSUITE_CAMERAS, SimConfig, SimEnv, _import_robosuite, env_args_for
+from sim.envs.robosuite_env import (
+    ROBOSUITE_CAMERAS,
+    SimConfig,
+    SimEnv,
+    _import_robosuite,
+    cameras_skipped,
+    env_args_for,
+)
 
 log = logging.getLogger(__name__)
 
@@ -208,12 +215,23 @@ class LiberoSimEnv(SimEnv):
             apply_render_quality(self.raw_env.sim, shadows=self.config.shadows,
                                  reflections=self.config.reflections, antialias=self.config.antialias,
                                  culling=self.config.frustum_culling)
-        raw_obs = None
-        for _ in range(SETTLE_STEPS):
-            raw_obs, _, _, _ = self.raw_env.step(NOOP_ACTION)
+        raw_obs = self.settle()
         self._initial_object_pos = {name: self.object_pos(name) for name in self.task.objects}
         self._obs = self._make_obs(raw_obs)
         return self._obs
+
+    def settle(self, render: bool = True) -> dict[str, Any]:
+        """LIBERO's settling: :data:`SETTLE_STEPS` no-op steps (gripper open); robosuite's raw observation after them.
+
+        Only the last step renders the cameras (``render``: else none) — the images LIBERO's loop would show, each
+        sampled at the same substep (:func:`sim.envs.robosuite_env.cameras_skipped`), for a tenth of the renders.
+        """
+        raw_obs: dict[str, Any] = {}
+        for step in range(SETTLE_STEPS):
+            last = step == SETTLE_STEPS - 1
+            with cameras_skipped(self.raw_env, skip=bool(self.config.cameras) and not (render and last)):
+                raw_obs, _, _, _ = self.raw_env.step(NOOP_ACTION)
+        return raw_obs
 
     def _sampled_reset(self, seed: int) -> None:
         """LIBERO's reset with its samplers seeded, from the fixtures' home poses.

@@ -125,7 +125,7 @@ def env_args_for(config: SimConfig) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def _cameras_skipped(raw_env: Any, skip: bool) -> Iterator[None]:
+def cameras_skipped(raw_env: Any, skip: bool) -> Iterator[None]:
     """While active (when ``skip``), robosuite's image observables return their last value instead of rendering.
 
     Their sampling clocks run as usual (only the sensor is swapped), so the next rendered image is sampled at
@@ -229,7 +229,7 @@ class SimEnv:
         if action.shape != (self.action_space.dim,):
             raise R2AInputError(f"action has shape {action.shape}, expected ({self.action_space.dim},)")
         self._activate_gl()
-        with _cameras_skipped(self.raw_env, skip=not render_images and bool(self.config.cameras)):
+        with cameras_skipped(self.raw_env, skip=not render_images and bool(self.config.cameras)):
             raw_obs, _, _, _ = self.raw_env.step(self.action_space.clip(action))
         self._obs = self._make_obs(raw_obs)
         return self._obs

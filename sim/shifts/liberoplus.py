@@ -334,16 +334,12 @@ class LiberoPlusHooks(ShiftHooks):
             raise R2AInputError("LIBERO-Plus's sensor noise corrupts the agentview image: the simulator renders none")
 
     def _apply_layout(self, sim: "SimEnv") -> None:
-        from sim.envs.libero_env import NOOP_ACTION
-        from sim.envs.libero_tasks import SETTLE_STEPS
-
         state = layout_init_state(self.index, self.task)
         if state.shape != sim.get_state().shape:
             raise R2AInputError(f"'{self.task.name}': its init state has {state.size} numbers, the original's scene "
                                 f"{sim.get_state().size}: the layouts' objects differ")
         sim._control.set_init_state(state)
-        for _ in range(SETTLE_STEPS):  # LIBERO's settling steps after its init state
-            sim.raw_env.step(NOOP_ACTION)
+        sim.settle(render=False)  # LIBERO's settling steps after its init state (the images: refreshed below)
         sim.sync_controller()
         sim.mark_initial_state()
         sim.refresh_observation()
