@@ -95,6 +95,18 @@ def test_bootstrap_two_pairs_exact_distribution():
     assert (out["lo"], out["hi"]) == (0.0, 1.0)
 
 
+def test_single_pair_strata_are_resampled_too_instead_of_a_zero_width_interval():
+    """40 strata of one pair each (LIBERO-Plus: one episode per sampled task and level), 12 improved, 28 unchanged:
+    resampling within each stratum alone would give [0.3, 0.3]; resampling the strata gives about the spread of 40
+    independent pairs (0.3 ± 1.96·sqrt(0.3·0.7/40) ≈ [0.16, 0.44])."""
+    pairs = {f"s{i}": (np.array([i < 12]), np.array([False])) for i in range(40)}
+    out = paired_bootstrap_delta(pairs, n_resamples=10_000, seed=1)
+    assert out["strata_resampled"] and out["delta"] == pytest.approx(0.3)
+    assert 0.12 < out["lo"] < 0.2 and 0.4 < out["hi"] < 0.48
+    several = paired_bootstrap_delta({"a": _pairs(3, 0, 7), "b": _pairs(5, 1, 4)}, seed=1)
+    assert not several["strata_resampled"]  # every stratum has its own spread: the plain stratified bootstrap
+
+
 def test_bootstrap_matches_normal_approximation():
     # 30 of 100 pairs S→F: delta 0.3, se = sqrt(0.3·0.7/100) = 0.04583, CI ≈ 0.3 ± 1.96·se = [0.210, 0.390]
     out = paired_bootstrap_delta({"t": _pairs(30, 0, 70)}, n_resamples=10_000, seed=3)

@@ -162,13 +162,15 @@ def uplift_md(rows: Sequence[Mapping[str, Any]], base_policy: str | None = None)
             "Per factor and level (strata: tasks); L `all` on a factor: pooled over its levels (strata: task × "
             "level); factor `all`: every shifted job (strata: task × factor × level); `clean`: the clean jobs. "
             "SR: the macro average over the strata with the Wilson 95% CI of the pooled pairs; uplift: the paired "
-            "stratified bootstrap CI; McNemar: exact, on the S→F / F→S pairs.", "",
+            "stratified bootstrap CI (†: some stratum holds a single pair — LIBERO-Plus's sampled tasks — so the "
+            "strata are resampled too, a two-stage bootstrap); McNemar: exact, on the S→F / F→S pairs.", "",
             _table(["baseline", "candidate", "factor", "L", "pairs", "baseline SR [95% CI]", "candidate SR [95% CI]",
                     "uplift [95% CI]", "S→F", "F→S", "McNemar p"],
                    [[r["baseline"], r["candidate"], r["factor"], _num(r["level"]) if r["level"] is not None else "all",
                      r["n_pairs"], _sr_ci(r["baseline_sr"], r["baseline_sr_ci"]),
                      _sr_ci(r["candidate_sr"], r["candidate_sr_ci"]),
-                     _sr_ci(r["uplift"], r["uplift_ci"]), r["transitions"]["S->F"], r["transitions"]["F->S"],
+                     _sr_ci(r["uplift"], r["uplift_ci"]) + (" †" if r.get("strata_resampled") else ""),
+                     r["transitions"]["S->F"], r["transitions"]["F->S"],
                      _num(r["mcnemar_p"])] for r in rows]), ""]
 
 

@@ -304,6 +304,7 @@ def _uplift_row(jobs: Jobs, baseline: str, candidate: str, factor: str, level: i
             "baseline_sr_ci": list(wilson_interval(int(base_all.sum()), len(base_all))),
             "candidate_sr_ci": list(wilson_interval(int(cand_all.sum()), len(cand_all))),
             "uplift": delta["delta"], "uplift_ci": [delta["lo"], delta["hi"]],
+            "strata_resampled": delta["strata_resampled"],
             "transitions": trans, "mcnemar_p": mcnemar_exact(trans["S->F"], trans["F->S"]),
             **_paired_diagnostics(record_pairs)}
 
