@@ -105,8 +105,8 @@ $(LIBERO_STAMP): $(STAMP)
 install-libero: install $(LIBERO_STAMP)
 
 # LIBERO (issue 34): the frozen LIBERO base's clean competence per task (both suites, 20 episodes each, ~1 h on
-# 2 cores) in docs/results/libero_clean/; the standard config on libero_spatial with R2A beside the base (hours per
-# policy) in docs/results/libero/
+# 2 cores) in docs/results/libero_clean/; the standard config on libero_spatial with R2A beside the base (about an
+# hour per policy) in docs/results/libero/
 LIBERO_POLICIES ?= r2a-libero
 results-libero-clean: install-libero
 	$(VENV)/bin/r2a bench run --config configs/bench/libero_clean.yaml --policy builtin-libero \
@@ -137,7 +137,7 @@ test-liberoplus: install-liberoplus
 	$(PY) -m pytest -q tests/test_liberoplus.py
 
 # LIBERO-Plus's own perturbed tasks around the LIBERO base (issue 34): 40 per runnable family from libero_spatial and
-# libero_object with their clean twins (253 episodes per policy, ~40 min on 2 cores), R2A beside the base, in
+# libero_object with their clean twins (253 episodes per policy, ~15 min on 2 cores), R2A beside the base, in
 # docs/results/liberoplus/
 results-liberoplus: install-liberoplus
 	$(call paired_runs,configs/bench/liberoplus_libero.yaml,runs/liberoplus,$(LIBERO_POLICIES),docs/results/liberoplus,builtin-libero)
