@@ -18,6 +18,14 @@ def add_expert_argument(parser: argparse.ArgumentParser) -> None:
                              "then lowers it (every shipped file); 'scripted-funnel' centres it while lowering")
 
 
+def add_start_joint_noise_argument(parser: argparse.ArgumentParser) -> None:
+    """``--start-joint-noise``: LIBERO training seeds' arm start spread (shared by collect and dagger)."""
+    parser.add_argument("--start-joint-noise", type=float, default=0.0, metavar="RAD",
+                        help="LIBERO: start each training-seed episode from the default arm pose plus a Gaussian "
+                             "offset of this std (rad) on every joint, drawn from the seed (robosuite's default "
+                             "initialization noise is 0.02; default 0: one start pose)")
+
+
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -34,6 +42,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                         "the expert's action stays the label")
     c.add_argument("--perturb-drop", type=float, default=0.0,
                    help="DART: probability per episode of one forced gripper opening while holding an object")
+    add_start_joint_noise_argument(c)
     add_expert_argument(c)
     r = sub.add_parser("rerender", help="render a file's camera images again from its recorded states "
                                         "(after a camera change), copying everything else")
@@ -108,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
     perturb = PerturbConfig(noise=args.perturb_noise, drop_prob=args.perturb_drop)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
-                                   perturb=perturb, expert=args.expert))
+                                   perturb=perturb, expert=args.expert,
+                                   start_joint_noise=args.start_joint_noise))
     print(json.dumps(result.to_dict()))
     return 0

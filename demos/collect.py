@@ -14,7 +14,7 @@ import multiprocessing as mp
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from tqdm import tqdm
@@ -22,6 +22,9 @@ from tqdm import tqdm
 from demos.perturb import PerturbConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.types import CAMERAS, Episode
+
+if TYPE_CHECKING:  # pragma: no cover
+    from sim.envs.robosuite_env import SimConfig
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +55,15 @@ class CollectConfig:
     expert: str = "scripted"
     #: ``FACTOR:LEVEL``: every episode runs under this shift (sampled with the episode's seed); None: clean
     shift: str | None = None
+    #: LIBERO: Gaussian offset (rad) on each arm joint at the start (:attr:`SimConfig.start_joint_noise`)
+    start_joint_noise: float = 0.0
+
+    def sim_config(self) -> "SimConfig":
+        """The simulator every worker builds (its fields are the file's ``env_args``)."""
+        from sim.envs.robosuite_env import SimConfig
+
+        return SimConfig(task=self.task, image_size=self.image_size, cameras=self.cameras,
+                         start_joint_noise=self.start_joint_noise)
 
 
 @dataclass
@@ -79,9 +91,8 @@ class CollectResult:
 
 def _init_worker(config: CollectConfig) -> None:
     from sim.envs.backends import make_sim
-    from sim.envs.robosuite_env import SimConfig
 
-    _WORKER["sim"] = make_sim(SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras))
+    _WORKER["sim"] = make_sim(config.sim_config())
     _WORKER["config"] = config
 
 
@@ -140,7 +151,6 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     from demos.experts.scripted import expert_variant
     from demos.hdf5_io import HDF5EpisodeWriter
     from sim.envs.backends import task_env_args, task_file_attrs
-    from sim.envs.robosuite_env import SimConfig
     from sim.envs.tasks import get_task
 
     config = replace(config, task=get_task(config.task).name)  # any case in; fail fast before processes start
@@ -150,7 +160,7 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
         raise R2AInputError(f"--episodes and --workers must be ≥ 1 (got {config.episodes}, {config.workers})")
     if config.lookahead < 0:
         raise R2AInputError(f"--lookahead must be ≥ 0 steps (got {config.lookahead})")
-    sim_config = SimConfig(task=config.task, image_size=config.image_size, cameras=config.cameras)
+    sim_config = config.sim_config()
     env_args = task_env_args(sim_config)
     problem_info, extra_attrs = task_file_attrs(sim_config)
     jobs = [(i, config.seed + i) for i in range(config.episodes)]

@@ -168,6 +168,38 @@ def test_resets_are_seeded_and_benchmark_seeds_load_libero_init_states(spatial_s
 
 
 @needs_libero
+def test_a_start_joint_spread_moves_only_the_arm_of_training_seeds(spatial_sim, monkeypatch):
+    """start_joint_noise: a training seed's arm starts off LIBERO's default pose, by the seed alone (the layout is
+    the same as without it); the arm holds that pose through settling; benchmark seeds keep LIBERO's init states."""
+    sim = spatial_sim
+    joints, _ = sim.arm_joint_indexes()
+
+    def start(seed: int) -> tuple[np.ndarray, np.ndarray]:
+        sim.reset(seed)
+        return sim.joint_pos().copy(), sim.object_pos("akita_black_bowl_1")
+
+    plain, plain_bowl = start(5)
+    plain_test, _ = start(100_002)
+    monkeypatch.setattr(sim.config, "start_joint_noise", 0.02)
+    spread, spread_bowl = start(5)
+    assert np.array_equal(spread, start(5)[0])  # seeded
+    offset = spread - plain
+    assert 0.005 < np.linalg.norm(offset) < 0.2 and np.count_nonzero(np.abs(offset) > 1e-4) >= 5
+    assert np.allclose(spread_bowl, plain_bowl, atol=1e-3)  # the same layout
+    assert not np.allclose(start(6)[0], spread, atol=1e-3)
+    assert np.allclose(start(100_002)[0], plain_test)  # LIBERO's init state, untouched
+
+
+def test_the_start_joint_spread_is_refused_on_robosuite_tasks():
+    from sim.envs.robosuite_env import SimConfig, SimEnv
+
+    with pytest.raises(R2AInputError, match="robosuite's own initialization noise"):
+        SimEnv(SimConfig(task="Lift", cameras=(), start_joint_noise=0.02))
+    with pytest.raises(R2AInputError, match="0..0.5 rad"):
+        SimConfig(task="Lift", start_joint_noise=-1)
+
+
+@needs_libero
 def test_stages_start_unreached_and_objects_are_where_libero_put_them(spatial_sim):
     sim = spatial_sim
     sim.reset(100_000)

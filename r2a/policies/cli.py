@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from demos.cli import add_expert_argument
+from demos.cli import add_expert_argument, add_start_joint_noise_argument
 from r2a.harmonize import HarmonizeSettings
 from r2a.serve.cli import add_serve_arguments, serve
 from r2a.vla.train_config import TrainConfig
@@ -121,7 +121,7 @@ def _dagger(args: argparse.Namespace) -> int:
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
                                    executor=executor, lookahead=args.lookahead, expert=args.expert,
-                                   shift=args.shift))
+                                   shift=args.shift, start_joint_noise=args.start_joint_noise))
     print(json.dumps(result.to_dict()))
     return 0
 

@@ -57,6 +57,8 @@ log = logging.getLogger(__name__)
 
 #: the first benchmark seed: seeds from here on start from LIBERO's own init states
 BENCHMARK_SEED_START = 100000
+#: the random stream (besides the seed) of a training seed's arm start offset (:attr:`SimConfig.start_joint_noise`)
+START_JOINTS_STREAM = 7
 #: the settling action: hold still, gripper open (LIBERO's ``[0, 0, 0, 0, 0, 0, -1]``)
 NOOP_ACTION = np.array([0, 0, 0, 0, 0, 0, -1], dtype=np.float64)
 INSTALL_HINT = "pip install -e '.[libero]' (or: make install-libero)"
@@ -211,6 +213,8 @@ class LiberoSimEnv(SimEnv):
         index = self.init_state_index(self.seed)
         if index is not None:
             self._control.set_init_state(self.init_states()[index])
+        elif self.config.start_joint_noise:
+            self._perturb_start_joints(self.seed, self.config.start_joint_noise)
         if self.config.cameras:
             apply_render_quality(self.raw_env.sim, shadows=self.config.shadows,
                                  reflections=self.config.reflections, antialias=self.config.antialias,
@@ -219,6 +223,20 @@ class LiberoSimEnv(SimEnv):
         self._initial_object_pos = {name: self.object_pos(name) for name in self.task.objects}
         self._obs = self._make_obs(raw_obs)
         return self._obs
+
+    def _perturb_start_joints(self, seed: int, std: float) -> None:
+        """A training seed's arm start: LIBERO's default pose plus a Gaussian offset per joint (``std`` rad), drawn
+        from the seed alone (the layout's draws stay as without it), kept inside the joint limits; the controller
+        is re-anchored there, so the settling no-ops hold the new pose."""
+        qpos_idx, qvel_idx = self.arm_joint_indexes()
+        joint_ids = [self.sim.model.joint_name2id(n) for n in self.robot.robot_model.joints]
+        low, high = self.mj_model.jnt_range[joint_ids, 0], self.mj_model.jnt_range[joint_ids, 1]
+        offset = np.random.default_rng([seed, START_JOINTS_STREAM]).normal(0.0, std, size=len(qpos_idx))
+        data = self.mj_data
+        data.qpos[qpos_idx] = np.clip(data.qpos[qpos_idx] + offset, low + 1e-3, high - 1e-3)
+        data.qvel[qvel_idx] = 0.0
+        self.sim.forward()
+        self.sync_controller()
 
     def settle(self, render: bool = True) -> dict[str, Any]:
         """LIBERO's settling: :data:`SETTLE_STEPS` no-op steps (gripper open); robosuite's raw observation after them.

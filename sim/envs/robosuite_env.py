@@ -57,6 +57,11 @@ class SimConfig:
     #: leave the geoms outside a camera's view out of its frame: the same pixels in less time (applies only
     #: without shadows and reflections; sim/envs/rendering.py)
     frustum_culling: bool = True
+    #: LIBERO training seeds only: standard deviation (rad) of a Gaussian offset on each arm joint at reset, drawn
+    #: from the seed (robosuite's own default initialization noise is 0.02); 0: LIBERO's one default arm pose.
+    #: Benchmark seeds start from LIBERO's recorded init states whatever this says; robosuite's built-in tasks
+    #: draw robosuite's own noise and refuse this field
+    start_joint_noise: float = 0.0
 
     def __post_init__(self) -> None:
         self.task = get_task(self.task).name  # any case on the command line; the registered name from here on
@@ -66,6 +71,8 @@ class SimConfig:
             raise R2AInputError(f"unknown camera(s) {unknown}; valid cameras: {', '.join(ROBOSUITE_CAMERAS)}")
         if not 8 <= self.image_size <= 1024:
             raise R2AInputError(f"image_size={self.image_size}: expected 8..1024 pixels")
+        if not 0.0 <= self.start_joint_noise <= 0.5:
+            raise R2AInputError(f"start_joint_noise={self.start_joint_noise}: expected 0..0.5 rad")
 
 
 #: robosuite's import-time warnings that concern nothing r2a uses (a private macro file, robots from
@@ -167,6 +174,10 @@ class SimEnv:
         if self.task.backend != "robosuite" and type(self) is SimEnv:
             raise R2AInputError(f"task '{self.task.name}' runs on the {self.task.backend} backend: build it with "
                                 "sim.envs.backends.make_sim")
+        if self.task.backend == "robosuite" and self.config.start_joint_noise:
+            raise R2AInputError(f"start_joint_noise={self.config.start_joint_noise}: '{self.task.name}' is a "
+                                "robosuite task, whose resets draw robosuite's own initialization noise (0.02 rad); "
+                                "the option is for LIBERO's tasks")
         self.horizon = self.config.horizon or self.task.horizon
         self.raw_env = self._make_raw_env()
         self._sync_sampler_rng()
