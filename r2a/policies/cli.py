@@ -9,7 +9,7 @@ import logging
 import sys
 from pathlib import Path
 
-from demos.cli import add_expert_argument
+from demos.cli import add_expert_argument, add_start_joint_noise_argument
 from r2a.harmonize import HarmonizeSettings
 from r2a.serve.cli import add_serve_arguments, serve
 from r2a.vla.train_config import TrainConfig
@@ -59,6 +59,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     dagger.add_argument("--gate-rows", action="store_true",
                         help="the learner is an R2A wrapper with a learned gate: also record what its gate read at "
                              "each gated query (closed-loop rows for r2a gate data; use with --lookahead 8)")
+    add_start_joint_noise_argument(dagger)
     add_expert_argument(dagger)
     average = sub.add_parser("average", help="average the weights of built-in VLA checkpoints continued from one "
                                              "start (a model soup)")
