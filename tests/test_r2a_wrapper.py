@@ -158,6 +158,24 @@ def test_recovery_does_nothing_at_a_demonstrated_start(graph_dir):
     assert out["r2a"]["recovery"] is False and len(base.seen) == 1
 
 
+def test_recovery_leaves_a_start_inside_the_absolute_floor_alone(graph_dir):
+    """Demos that start close together make the spread threshold tiny; a start a few millimetres (or a few
+    hundredths of a radian) off is still a usual start, and only the floor's excess triggers the servo."""
+    policy, _ = _r2a(graph_dir, "recovery.enabled=true", "recovery.threshold_scale=0")  # the spread says: recover
+    recovery = policy.parts.recovery
+    start, quat = recovery._pos[3], recovery._quat[3]
+    assert recovery.threshold == 0.0
+    for offset, turn, expected in [((0.02, -0.015, 0.01), 0.05, False), ((0.0, 0.0, 0.3), 0.0, True),
+                                   ((0.0, 0.0, 0.0), 0.8, True)]:
+        pos, q = start + np.array(offset), _turn(quat, np.array([0.0, 0.0, turn]))
+        needed, target, _ = recovery.needed(pos, q, 1.0)
+        assert needed is expected, (offset, turn)
+        assert recovery.beyond_floor(pos, q, target) is expected
+    policy, _ = _r2a(graph_dir, "recovery.enabled=true", "recovery.threshold_scale=0",
+                     "recovery.min_position_offset=0", "recovery.min_rotation_offset=0")
+    assert policy.parts.recovery.needed(start + 0.002, quat, 1.0)[0]  # without a floor: any offset
+
+
 def test_registry_names_and_bad_configs(graph_dir):
     from r2a.policies import POLICIES, make_policy
 

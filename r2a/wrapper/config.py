@@ -24,6 +24,12 @@ class RecoverySettings:
     """servo an out-of-distribution start pose to the nearest demo start before the first base query"""
     threshold_scale: float = 1.5
     """recover when the start is farther from every demo start than this × the demos' own start spread"""
+    min_position_offset: float = 0.04
+    """metres: and only when the nearest demo start is farther than this or ``min_rotation_offset`` away — the floor
+    that keeps demos starting close together from servoing a start a few millimetres off (0.04: robosuite's own
+    initialization noise, 0.02 rad per joint, moves LIBERO's grip site up to 36.5 mm at its 99th percentile)"""
+    min_rotation_offset: float = 0.11
+    """radians: the floor's orientation half (that noise's 99th percentile: 0.108 rad)"""
     max_steps: int = 60
     """step budget of the servo"""
     position_tolerance: float = 0.01

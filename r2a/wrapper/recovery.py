@@ -4,7 +4,10 @@ A base policy cloned from demonstrations has only seen the demos' start poses; a
 (the robot_init shift) makes its first chunks extrapolate. Before the first base query, the current EE pose is
 compared with the demos' start poses through the graph (the kinematic key's position and rot6d groups, with the
 graph's own normalization). When its distance to the nearest demo start exceeds ``threshold_scale`` × the largest
-distance between a demo start and its nearest other demo start (the spread of the demos' own starts), the wrapper
+distance between a demo start and its nearest other demo start (the spread of the demos' own starts) — and the
+nearest start lies farther than an absolute floor (``min_position_offset`` metres or ``min_rotation_offset`` radians,
+the starts robosuite's own initialization noise makes: demos that all start close together would otherwise servo a
+start a few millimetres off, as they did on LIBERO before the floor) — the wrapper
 servos the EE to that nearest start pose with proportional delta-EE commands — closed loop, one step per query, gripper
 open — until it is within tolerance or the step budget is spent. Only the EE pose from the observation is used.
 """
@@ -46,8 +49,16 @@ class StartPoseRecovery:
         return float(d[i]), i
 
     def needed(self, ee_pos: np.ndarray, ee_quat: np.ndarray, gripper: float) -> tuple[bool, int, float]:
+        """Recover when the start lies beyond the demos' own start spread *and* beyond the absolute floor (a
+        usual start is never servoed, however tightly the demos' starts cluster)."""
         d, target = self.distance(ee_pos, ee_quat, gripper)
-        return self.settings.enabled and d > self.threshold, target, d
+        return self.settings.enabled and d > self.threshold and self.beyond_floor(ee_pos, ee_quat, target), target, d
+
+    def beyond_floor(self, ee_pos: np.ndarray, ee_quat: np.ndarray, target: int) -> bool:
+        """Whether the pose lies farther from start ``target`` than the settings' absolute floor (metres, radians)."""
+        pos_err, rot_err = self.errors(ee_pos, ee_quat, target)
+        return bool(np.linalg.norm(pos_err) > self.settings.min_position_offset
+                    or np.linalg.norm(rot_err) > self.settings.min_rotation_offset)
 
     def errors(self, ee_pos: np.ndarray, ee_quat: np.ndarray, target: int) -> tuple[np.ndarray, np.ndarray]:
         """Position error (m) and world-frame rotation error (axis-angle, rad) to start ``target``."""
