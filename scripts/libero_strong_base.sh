@@ -38,3 +38,38 @@ if want demos; then
       --perturb-noise 0.2 --perturb-drop 0.1 --out "$f"
   done
 fi
+
+# trained: a checkpoint whose run reached its last step (a run stopped before it holds its training state: resume)
+trained() { [ -e "$1/model.safetensors" ] && [ ! -e "$1/train_model.safetensors" ]; }
+# train OUT INIT STEPS LR FILES…: the config's recipe, from scratch (INIT=none) or continuing INIT
+train() {
+  local out=$1 init=$2 steps=$3 lr=$4; shift 4
+  trained "$out" && return 0
+  local from=(); [ "$init" = none ] || from=(--set "init_from=$init" --set warmup_steps=200)
+  $R2A policy train --config configs/policy/builtin_libero_strong.yaml --demos "$@" --out "$out" \
+    --set "steps=$steps" --set "lr=$lr" "${from[@]}"
+}
+# dagger ROUND LEARNER: every task, DAGGER episodes driven by the learner (the expert executes a chunk with
+# probability BETA), labelled with the expert's own next 8 actions from every state reached
+dagger() {
+  local round=$1 learner=$2 t f
+  mkdir -p "$DATA/dagger$round"
+  for t in $TASKS; do
+    f=$DATA/dagger$round/$(file "$t").hdf5
+    [ -e "$f" ] || $R2A policy dagger --policy "builtin:$learner" --task "$t" --episodes "$DAGGER" --beta "$BETA" \
+      --lookahead 8 --seed $((40000 + 1000 * round)) "${COMMON[@]}" --out "$f"
+  done
+}
+FILES=("$DATA"/demos/*.hdf5 "$DATA"/dart/*.hdf5)
+if want stage1; then log "2. stage 1: behaviour cloning from scratch"; train "$RUNS/stage1" none 80000 0.001 "${FILES[@]}"; fi
+if want dagger1; then log "3. DAgger round 1 (stage 1 drives)"; dagger 1 "$RUNS/stage1"; fi
+if want stage2; then
+  log "4. stage 2: stage 1 continued with round 1's on-policy data"
+  train "$RUNS/stage2" "$RUNS/stage1" 25000 0.0005 "${FILES[@]}" "$DATA"/dagger1/*.hdf5
+fi
+if want dagger2; then log "5. DAgger round 2 (stage 2 drives)"; dagger 2 "$RUNS/stage2"; fi
+if want stage3; then
+  log "6. stage 3: stage 2 continued with both rounds' on-policy data"
+  train "$RUNS/stage3" "$RUNS/stage2" 25000 0.0003 "${FILES[@]}" "$DATA"/dagger1/*.hdf5 "$DATA"/dagger2/*.hdf5
+fi
+log "done: $RUNS/stage3 (ship: mkdir -p r2a/assets/builtin_libero_strong && cp $RUNS/stage3/{manifest.json,model.safetensors} r2a/assets/builtin_libero_strong/)"
