@@ -224,22 +224,24 @@ class ReplyDiagnostics:
     estimate, one per episode) — and summarizing them for the record."""
 
     def __init__(self, key: str) -> None:
-        self.key, self.replies = key, []
+        self.key, self.replies, self.steps = key, [], []
 
     def __call__(self, step: Any) -> None:
         if step.reply is not None and isinstance(step.reply.get(self.key), dict):
             self.replies.append(step.reply[self.key])
+            self.steps.append(step.index)
 
     def summary(self) -> dict[str, Any]:
+        """The episode's summary; for ``r2a`` and ``harmonize`` with its per-query ``trace`` (episode schema v2)."""
         if self.key == "canonicalize":  # estimated once, at the first frame: the last reply says it all
             return dict(self.replies[-1])
         if self.key == "harmonize":
-            from r2a.harmonize import summarize_harmonize
+            from r2a.harmonize import summarize_harmonize, trace_harmonize
 
-            return summarize_harmonize(self.replies)
-        from r2a.wrapper.policy import summarize_diagnostics
+            return {**summarize_harmonize(self.replies), "trace": trace_harmonize(self.steps, self.replies)}
+        from r2a.wrapper.policy import summarize_diagnostics, trace_diagnostics
 
-        return summarize_diagnostics(self.replies)
+        return {**summarize_diagnostics(self.replies), "trace": trace_diagnostics(self.steps, self.replies)}
 
 
 def _both(*observers: Any) -> Any:

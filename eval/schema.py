@@ -6,10 +6,10 @@ from sim.shifts.base import CLEAN, LEVELS
 
 #: one line of ``results.jsonl``: one episode of one job
 EPISODE_SCHEMA = "r2a.bench.episode"
-#: the version the runner writes
-EPISODE_SCHEMA_VERSION = 1
+#: the version the runner writes (2: the ``r2a`` and ``harmonize`` summaries carry a per-query ``trace``)
+EPISODE_SCHEMA_VERSION = 2
 #: episode record versions the report reads
-EPISODE_SCHEMA_VERSIONS = frozenset({1})
+EPISODE_SCHEMA_VERSIONS = frozenset({1, 2})
 #: ``summary.json``
 SUMMARY_SCHEMA = "r2a.bench.summary"
 SUMMARY_SCHEMA_VERSION = 2  # 2: uplift per factor (level null) and on clean; the overall row is factor "all"; headline

@@ -81,7 +81,8 @@ const OUTCOME_LABEL = {"S->F": "S→F (candidate broke it)", "F->S": "F→S (can
                        "F->F": "both failed", "S->S": "both succeeded"};
 const code = (outcome) => outcome.replace("->", "");
 const PAGE = __PAGE_SIZE__;
-const SHOWN_R2A = ["queries", "fallbacks", "fallback_share", "mean_seed_distance", "recovery_steps", "mean_gate"];
+const SHOWN_R2A = ["queries", "fallbacks", "fallback_share", "mean_seed_distance", "recovery_steps", "mean_gate",
+                   "trace"];
 let limit = PAGE;
 
 function el(tag, attrs, ...children) {
@@ -215,8 +216,63 @@ function trace(s) {
     r.mean_gate.map((g, i) => el("div", {style: `height:${Math.max(0, Math.min(1, g)) * 100}%`,
                                          title: `${DATA.gate_names[i] || i}: S = ${num(g)}`},
                                  el("span", {}, DATA.gate_names[i] || i)))) : null;
+  const series = queryTrace(s);
   return el("div", {}, table, gate ? el("div", {class: "note"}, "mean gate S per dimension (0 base … 1 reference)")
-            : null, gate, el("div", {class: "note"}, "per-episode means: the records hold no per-query trace"));
+            : null, gate, series || el("div", {class: "note"}, "per-episode means: these records (schema v1) hold no "
+                                              + "per-query trace"));
+}
+
+const SVG = "http://www.w3.org/2000/svg";
+function svg(tag, attrs, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs || {})) if (v !== null && v !== undefined) node.setAttribute(k, v);
+  for (const child of children.flat()) if (child) node.append(child);
+  return node;
+}
+const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+// R2A's per-query trace over the episode's control steps (records of schema v2): the gate S on translation (mean of
+// x, y, z) and rotation, a grey mark where the query fell back to the base (the reason on hover), the seed distance
+// (dashed, its own scale), blue ticks where harmonization was on, the start-pose recovery span shaded.
+function queryTrace(s) {
+  const t = s.r2a && s.r2a.trace, h = s.harmonize && s.harmonize.trace;
+  if (!t && !h) return null;
+  const W = 460, H = 120, L = 30, B = 16, top = 6, horizon = Math.max(s.horizon || s.steps || 1, 1);
+  const x = (step) => L + (W - L - 4) * step / horizon, y = (v) => top + (H - B - top) * (1 - Math.min(v, 1) / 0.5);
+  const parts = [svg("line", {x1: L, y1: y(0), x2: W - 4, y2: y(0), stroke: "#bbb"}),
+                 svg("text", {x: 2, y: y(0.5) + 8, "font-size": 9, fill: "#666"}, "S .5"),
+                 svg("text", {x: 2, y: y(0), "font-size": 9, fill: "#666"}, "0"),
+                 svg("text", {x: W - 4, y: H - 3, "font-size": 9, fill: "#666", "text-anchor": "end"},
+                     `step ${horizon}`)];
+  if (t && t.recovery) {
+    const [first, last] = t.recovery;
+    parts.push(svg("rect", {x: x(first), y: top, height: H - B - top, fill: "#fdebd0",
+                            width: Math.max(2, x(last + 1) - x(first))},
+                   svg("title", {}, `start-pose recovery, steps ${first}–${last}`)));
+  }
+  if (t) {
+    const line = (pick, color, name) => {
+      const pts = t.step.map((st, i) => t.gate[i] ? `${x(st)},${y(pick(t.gate[i]))}` : null).filter(Boolean);
+      return pts.length ? svg("polyline", {points: pts.join(" "), fill: "none", stroke: color, "stroke-width": 1.5},
+                               svg("title", {}, name)) : null;
+    };
+    parts.push(line((g) => mean(g.slice(0, 3)), "#8e44ad", "gate S, translation (mean of x, y, z)"),
+               line((g) => mean(g.slice(3, 6)), "#e67e22", "gate S, rotation (mean of rx, ry, rz)"));
+    const seeds = t.seed_distance.filter((d) => d !== null), top_d = seeds.length ? Math.max(...seeds, 1e-6) : 1;
+    const dpts = t.step.map((st, i) => t.seed_distance[i] === null ? null
+                            : `${x(st)},${top + (H - B - top) * (1 - t.seed_distance[i] / top_d)}`).filter(Boolean);
+    if (dpts.length) parts.push(svg("polyline", {points: dpts.join(" "), fill: "none", stroke: "#7f8c8d",
+                                                 "stroke-dasharray": "3 2"},
+                                    svg("title", {}, `seed distance (dashed; top of the plot = ${num(top_d)})`)));
+    t.step.forEach((st, i) => { if (t.fallback[i]) parts.push(svg("circle", {cx: x(st), cy: y(0), r: 3, fill: "#555"},
+                                svg("title", {}, `step ${st}: fell back (${t.fallback[i]})`))); });
+  }
+  if (h) h.step.forEach((st, i) => { if (h.active[i].length) parts.push(
+      svg("rect", {x: x(st), y: H - B + 2, width: 3, height: 6, fill: "#2980b9"},
+          svg("title", {}, `step ${st}: harmonized (${h.active[i].join(", ")})`))); });
+  return el("div", {}, svg("svg", {width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "series"}, parts),
+            el("div", {class: "note"}, "per query: gate S translation (purple) and rotation (orange); seed distance "
+               + "(dashed); fell back (grey dot); harmonized (blue tick); recovery (shaded)"));
 }
 
 setUp();

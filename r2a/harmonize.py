@@ -228,5 +228,11 @@ def summarize_harmonize(reports: list[dict[str, Any]]) -> dict[str, Any]:
             "any_active_share": sum(any(a.values()) for a in active) / n if n else None}
 
 
+def trace_harmonize(steps: list[int], reports: list[dict[str, Any]]) -> dict[str, Any]:
+    """One episode's per-query harmonization trace: each query's control step and the cameras harmonized there."""
+    return {"step": [int(s) for s in steps],
+            "active": [sorted(cam for cam, r in report.items() if (r or {}).get("active")) for report in reports]}
+
+
 __all__ = ["HarmonizeSettings", "HarmonizedPolicy", "MODES", "NORMALIZERS", "REFERENCES", "apply_luts",
-           "match_histogram_lut", "match_mean_std", "mean_std_lut", "summarize_harmonize"]
+           "match_histogram_lut", "match_mean_std", "mean_std_lut", "summarize_harmonize", "trace_harmonize"]

@@ -299,10 +299,10 @@ def test_load_records_skips_truncated_last_line_and_keeps_last(tmp_path, caplog)
 
 def test_load_records_rejects_unknown_schema_version(tmp_path):
     recs = [record("base", "Lift", "clean", 0, 0, True), record("base", "Lift", "clean", 0, 1, True)]
-    recs[1]["schema_version"] = 2
+    recs[1]["schema_version"] = 3
     path = tmp_path / "results.jsonl"
     _write_jsonl(path, recs)
-    with pytest.raises(R2AInputError, match=r"results\.jsonl:2: unknown .*schema_version 2"):
+    with pytest.raises(R2AInputError, match=r"results\.jsonl:2: unknown .*schema_version 3"):
         load_records(path)
 
 

@@ -54,6 +54,15 @@ def _record(job: Job, success: bool) -> dict:
                       "mean_gate": [0.1, 0.3, 0.4, 0.2, 0.05, 0.35, 0.0], "mean_seed_distance": 0.78,
                       "recovery_steps": 0, "mean_oracle_gate": [0.5] * 7}  # a key only some variants write
         rec["harmonize"] = {"queries": 19, "active_share": {"agentview": 0.0, "wrist": 1.0}, "any_active_share": 1.0}
+        if job.episode != 2:  # schema v2: the per-query trace (episode 2 stays a v1 record without one)
+            steps = [3 + 8 * q for q in range(19)]
+            rec["schema_version"] = 2
+            rec["r2a"]["trace"] = {"step": steps, "gate": [None if q in (4, 9) else [0.1 * (q % 5)] * 6 + [0.0]
+                                                           for q in range(19)],
+                                   "fallback": ["far_from_graph" if q in (4, 9) else None for q in range(19)],
+                                   "seed_distance": [None if q in (4, 9) else 0.5 + 0.01 * q for q in range(19)],
+                                   "recovery": [0, 2]}
+            rec["harmonize"]["trace"] = {"step": steps, "active": [["wrist"]] * 19}
     return rec
 
 
@@ -160,6 +169,13 @@ def test_the_page_shows_the_changed_and_failed_pairs_with_their_frames(viewer, t
         assert "R2A queries" in pair["text"] and "far_from_graph 2" in pair["text"]
         assert "harmonized100 % of 19 queries" in pair["text"].replace("\n", "")
         assert "mean oracle gate[0.5,0.5" in pair["text"] and "✗ grasped" in pair["text"]
+        if ep == 2:                                       # a v1 record: episode means only
+            assert "hold no per-query trace" in pair["text"] and "fell back (" not in pair["text"]
+        else:                                             # v2: the per-query series, each query's marks
+            assert pair["text"].count("fell back (far_from_graph)") == 2 and "step 35: fell back" in pair["text"]
+            assert pair["text"].count("harmonized (wrist)") == 19 and "recovery, steps 0–2" in pair["text"]
+            assert "gate S, translation" in pair["text"] and "seed distance (dashed" in pair["text"]
+            assert '"fallback":' not in pair["text"]  # the trace is drawn, not dumped into the table
     assert result["frames_copied"] == len(list((out / "frames").iterdir())) == len(TASKS) * len(SHIFTS) * 2
     assert "Headline" in dom and "<table>" in dom and "r2a-harmonize" in dom
 

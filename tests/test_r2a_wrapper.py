@@ -205,3 +205,26 @@ def test_a_retriever_runs_on_another_graph_only_when_asked(graph_dir, caplog):
     assert "retriever_on_other_graph: true" in caplog.text
     out = policy.infer(_obs(0))
     assert np.isfinite(out["actions"]).all() and np.abs(out["actions"]).max() <= 1.0
+
+
+def test_the_episode_trace_keeps_each_query_s_gate_fallback_and_the_recovery_span(graph_dir):
+    """What the benchmark records per query (episode schema v2) from the wrapper's replies: a blended query's gate,
+    a fallback's reason, the servo's steps as one span."""
+    from eval.episode_job import ReplyDiagnostics
+
+    policy, base = _r2a(graph_dir, "recovery.enabled=true")
+    recovery = policy.parts.recovery
+    observer = ReplyDiagnostics("r2a")
+    replies = [{"r2a": {"recovery": True, "fallback": None, "recovery_step": 1}},
+               {"r2a": {"recovery": True, "fallback": None, "recovery_step": 2}},
+               policy.infer(_obs(0, pos=recovery._pos[3])),
+               {"r2a": {"fallback": wrapper.FAR_FROM_GRAPH, "step": 8, "recovery": False}}]
+    for index, reply in zip((0, 1, 2, 10), replies):
+        observer(type("Step", (), {"index": index, "reply": reply})())
+    observer(type("Step", (), {"index": 11, "reply": None})())  # a step inside a chunk: no query
+    summary = observer.summary()
+    trace = summary["trace"]
+    assert trace["step"] == [2, 10] and trace["recovery"] == [0, 1] and summary["recovery_steps"] == 2
+    assert trace["fallback"] == [None, wrapper.FAR_FROM_GRAPH] and trace["gate"][1] is None
+    np.testing.assert_allclose(trace["gate"][0], np.round(replies[2]["r2a"]["gate"], 3))
+    assert trace["seed_distance"][0] == round(replies[2]["r2a"]["seed_distance"], 3)

@@ -290,5 +290,22 @@ def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
+def trace_diagnostics(steps: list[int], diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
+    """One episode's per-query R2A trace, column-wise (what the viewer plots, as the R2A page does): for each base
+    query its control step, the gate S per dimension (3 decimals; None where it fell back), the fallback reason
+    (None where it blended) and the seed distance; start-pose recovery as the span of control steps it servoed."""
+    recovering = [s for s, d in zip(steps, diagnostics) if d.get("recovery")]
+    rows = [(s, d) for s, d in zip(steps, diagnostics) if not d.get("recovery")]
+
+    def rounded(value: Any, digits: int) -> Any:
+        return None if value is None else np.round(np.asarray(value, np.float64), digits).tolist()
+
+    return {"step": [int(s) for s, _ in rows],
+            "gate": [rounded(d.get("gate"), 3) for _, d in rows],
+            "fallback": [d.get("fallback") for _, d in rows],
+            "seed_distance": [rounded(d.get("seed_distance"), 3) for _, d in rows],
+            "recovery": [min(recovering), max(recovering)] if recovering else None}
+
+
 __all__ = ["BASE_FALLBACK", "BASE_NONFINITE", "ERROR", "FAR_FROM_GRAPH", "GATE_INPUT", "LOW_CONFIDENCE", "NO_PROPRIO",
-           "R2APolicy", "WrapperParts", "summarize_diagnostics"]
+           "R2APolicy", "WrapperParts", "summarize_diagnostics", "trace_diagnostics"]
