@@ -13,7 +13,7 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
 	install-libero test-libero results-libero-clean results-libero \
-	install-liberoplus test-liberoplus results-liberoplus
+	install-liberoplus test-liberoplus results-liberoplus lerobot-venv
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -141,6 +141,34 @@ test-liberoplus: install-liberoplus
 # docs/results/liberoplus/
 results-liberoplus: install-liberoplus
 	$(call paired_runs,configs/bench/liberoplus_libero.yaml,runs/liberoplus,$(LIBERO_POLICIES),docs/results/liberoplus,builtin-libero)
+
+# LeRobot in its own virtualenv (issue 48; docs/architecture.md, "Platform notes"): lerobot 0.4.4 with its own pins
+# (Python 3.11; torch < 2.11, which pip takes from PyPI as a CUDA build that runs on CPU: 3.5 min, 8.4 GB on disk),
+# and r2a itself, editable, with its core requirements resolved together with lerobot's — nothing of it enters
+# $(VENV). Serve a LeRobot checkpoint from there (`$(LEROBOT_VENV)/bin/r2a serve --policy lerobot:DIR`);
+# scripts/lerobot/ exports our demos as a LeRobot dataset and trains ACT with lerobot-train.
+LEROBOT_VENV ?= .venv-lerobot
+LEROBOT_PYTHON ?= python3.11
+LEROBOT_VERSION := 0.4.4
+LEROBOT_PY := $(LEROBOT_VENV)/bin/python
+LEROBOT_STAMP := $(LEROBOT_VENV)/.lerobot-$(LEROBOT_VERSION)-installed
+LEROBOT_R2A_STAMP := $(LEROBOT_VENV)/.r2a-installed
+
+$(LEROBOT_STAMP):
+	$(LEROBOT_PYTHON) -m venv $(LEROBOT_VENV)
+	$(LEROBOT_PY) -m pip install -q --upgrade pip
+	$(LEROBOT_PY) -m pip install -q "lerobot==$(LEROBOT_VERSION)"
+	touch $(LEROBOT_STAMP)
+
+# r2a's core requirements (pyproject's dependencies: torch>=2.1 and small packages) resolved beside lerobot's pins;
+# redone when the package list changes
+$(LEROBOT_R2A_STAMP): $(LEROBOT_STAMP) pyproject.toml setup.py
+	$(LEROBOT_PY) -m pip install -q "lerobot==$(LEROBOT_VERSION)" -e .
+	$(LEROBOT_PY) -c "import lerobot, r2a.serve, demos.dataset; print('lerobot', lerobot.__version__)"
+	$(LEROBOT_VENV)/bin/lerobot-train --help > /dev/null
+	touch $(LEROBOT_R2A_STAMP)
+
+lerobot-venv: $(LEROBOT_R2A_STAMP)
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

@@ -129,6 +129,15 @@ def test_queue_based_policies_use_select_action(fake_lerobot, tmp_path):
     assert policy.infer(_obs())["actions"].shape == (1, 7)
 
 
+def test_a_training_run_directory_stands_for_its_last_checkpoint(fake_lerobot, tmp_path):
+    last = tmp_path / "checkpoints" / "last" / "pretrained_model"  # as lerobot-train writes it
+    last.mkdir(parents=True)
+    _checkpoint(last)
+    for given in (tmp_path, tmp_path / "checkpoints" / "last", last):
+        LeRobotPolicy(given)
+        assert FakeLeRobotPolicy.instances[-1].path == str(last)
+
+
 @pytest.mark.parametrize("setup, message", [
     (lambda d: d / "missing", "not a directory"),
     (lambda d: d, "no config.json"),

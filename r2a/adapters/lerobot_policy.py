@@ -81,12 +81,24 @@ def default_lerobot_keymap(config: Mapping[str, Any], where: str = "config.json"
                   actions=ActionMap(model_dim=action_shape[0]))
 
 
+#: where ``lerobot-train`` puts the latest weights below its ``--output_dir`` (and below one checkpoint's directory)
+TRAINING_RUN_LAYOUT = ("checkpoints/last/pretrained_model", "pretrained_model")
+
+
 def read_checkpoint_config(checkpoint_dir: str | Path) -> tuple[Path, dict[str, Any]]:
-    """The checkpoint directory and its ``config.json``; a missing directory or file is an R2AInputError."""
+    """The checkpoint directory and its ``config.json``; a missing directory or file is an R2AInputError.
+
+    A ``lerobot-train`` output directory (or one of its ``checkpoints/NNNNNN``) stands for its latest
+    ``pretrained_model``."""
     path = Path(checkpoint_dir).expanduser()
     if not path.is_dir():
         raise R2AInputError(f"lerobot checkpoint {path}: not a directory (only local checkpoints are loaded; "
                             f"download one first, e.g. with huggingface-cli download --local-dir)")
+    if not (path / "config.json").is_file():
+        inner = next((path / sub for sub in TRAINING_RUN_LAYOUT if (path / sub / "config.json").is_file()), None)
+        if inner is not None:
+            log.info("lerobot checkpoint %s: a training run; loading %s", path, inner)
+            path = inner
     config_path = path / "config.json"
     try:
         config = json.loads(config_path.read_text())

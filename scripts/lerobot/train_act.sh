@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# ACT from scratch on our LIBERO demonstrations with lerobot's own training command (issue 48), in the lerobot venv.
+#
+#   make lerobot-venv                                                    # once: .venv-lerobot (lerobot 0.4.4, r2a)
+#   HF_HUB_OFFLINE=1 .venv-lerobot/bin/python scripts/lerobot/export_dataset.py \
+#       DEMOS_SPATIAL.hdf5 DEMOS_OBJECT.hdf5 --out data/lerobot/libero_r2a   # the demos as a LeRobot v3 dataset
+#   DATASET=data/lerobot/libero_r2a OUT=runs/lerobot/act STEPS=... bash scripts/lerobot/train_act.sh [ARGS...]
+#   .venv-lerobot/bin/python scripts/lerobot/check_adapter.py runs/lerobot/act DEMOS_SPATIAL.hdf5 DEMOS_OBJECT.hdf5 \
+#       --dataset data/lerobot/libero_r2a                     # r2a's adapter feeds it what lerobot's pipeline does
+#   OMP_NUM_THREADS=1 .venv-lerobot/bin/r2a serve --policy lerobot:runs/lerobot/act --port 8010
+#   .venv/bin/r2a bench run --config configs/bench/libero_clean.yaml --policy openpi:ws://127.0.0.1:8010 --out ...
+#
+# ARGS are more lerobot-train options, appended (e.g. --policy.dim_model=256; the tests train a tiny ACT this way).
+#
+# Running it again with the same OUT resumes from OUT/checkpoints/last (lerobot's --resume: weights, optimizer state,
+# step and RNG state); STEPS is the total, not the steps still to run. Nothing is downloaded:
+# HF_HUB_OFFLINE=1, the ResNet-18 backbone starts from random weights (pretrained_backbone_weights=null; the default
+# would fetch ImageNet weights), wandb is off and nothing is pushed to the hub.
+#
+# ACT's chunk: 16 actions predicted, 8 executed per query — r2a's convention (the built-in VLA predicts 16; the
+# benchmark's ChunkBroker and the R2A wrapper execute 8 per query), so the served checkpoint answers each query
+# with the chunk r2a's comparison and blending expect, and lerobot's own select_action re-plans just as often.
+# lerobot's default (100/100) is tuned for 50 Hz bimanual teleoperation; at LIBERO's 20 Hz 100 steps are 5 s,
+# most of an episode, executed open-loop.
+#
+# Budget: ~4 h on 2 cores. Measured (ACT's defaults otherwise: 52M parameters, ResNet-18 from scratch, 128-px
+# images): 0.41 steps/s at BATCH_SIZE=8 with THREADS=1 and one loader worker while another job's two processes
+# shared the machine, so STEPS=6000 (~48k samples) fills ~4 h there. On an idle machine it runs faster: read the
+# log's updt_s after a few hundred steps, and raise STEPS by resuming — ACT's preset keeps the learning rate
+# constant (no scheduler), so a longer STEPS on resume changes no schedule.
+set -euo pipefail
+
+LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
+DATASET=${DATASET:?set DATASET to the LeRobot dataset root written by scripts/lerobot/export_dataset.py}
+OUT=${OUT:?set OUT to the training output directory (runs/lerobot/act)}
+STEPS=${STEPS:-6000}             # total optimizer steps (the ~4 h budget on 2 cores; see above)
+BATCH_SIZE=${BATCH_SIZE:-8}
+SAVE_FREQ=${SAVE_FREQ:-2000}     # a checkpoint (and a resume point) every SAVE_FREQ steps, and at the end
+LOG_FREQ=${LOG_FREQ:-100}
+NUM_WORKERS=${NUM_WORKERS:-1}    # data-loader processes (PNG decoding); 2 cores in all
+CHUNK_SIZE=${CHUNK_SIZE:-16}
+N_ACTION_STEPS=${N_ACTION_STEPS:-8}
+SEED=${SEED:-1000}
+REPO_ID=${REPO_ID:-r2a/libero_demos}   # the dataset's name in its metadata; read from DATASET, never from the hub
+# torch's intra-op threads of the training process: 1 beside the data-loader worker on 2 cores. With OpenMP's default
+# busy waiting, 2 threads on a 2-core machine that anything else also uses made a step 10x slower; OMP_WAIT_POLICY=PASSIVE
+# (set below) removes that (docs/architecture.md, "Platform notes"). Try 2 on an otherwise idle machine.
+THREADS=${THREADS:-1}
+
+export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=disabled
+export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS OMP_WAIT_POLICY=PASSIVE
+
+train=("$LEROBOT_VENV/bin/lerobot-train")
+if [ -f "$OUT/checkpoints/last/pretrained_model/train_config.json" ]; then
+  echo "resuming $OUT from $(readlink -f "$OUT/checkpoints/last") to $STEPS steps"
+  exec "${train[@]}" --config_path="$OUT/checkpoints/last/pretrained_model/train_config.json" --resume=true \
+    --steps="$STEPS" "$@"
+fi
+exec "${train[@]}" \
+  --dataset.repo_id="$REPO_ID" --dataset.root="$DATASET" \
+  --policy.type=act --policy.device=cpu --policy.push_to_hub=false \
+  --policy.pretrained_backbone_weights=null \
+  --policy.chunk_size="$CHUNK_SIZE" --policy.n_action_steps="$N_ACTION_STEPS" \
+  --output_dir="$OUT" --job_name="$(basename "$OUT")" \
+  --steps="$STEPS" --batch_size="$BATCH_SIZE" --num_workers="$NUM_WORKERS" --seed="$SEED" \
+  --save_freq="$SAVE_FREQ" --log_freq="$LOG_FREQ" --eval_freq=0 \
+  --wandb.enable=false "$@"

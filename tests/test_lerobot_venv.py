@@ -1,0 +1,163 @@
+"""A LeRobot policy as a base, across two environments (issue 48): lerobot lives in its own venv (``make lerobot-venv``;
+docs/architecture.md, "Platform notes"), this test runs in the project's.
+
+Where that venv exists (``$R2A_LEROBOT_VENV``, default ``.venv-lerobot`` in the repository root) it runs the whole
+path with the checkout's code: synthetic demos → ``scripts/lerobot/export_dataset.py`` (lerobot's own writer) → a
+tiny ACT from ``scripts/lerobot/train_act.sh`` (lerobot-train, 2 steps, no network) → ``check_adapter.py`` (the
+adapter feeds it what lerobot's pipeline does) → ``r2a serve --policy lerobot:…`` there, and our openpi client here.
+Without it those tests are skipped with the reason. The export's state layout is checked against the adapter's in
+both cases (without lerobot: the export's pure part).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from conftest import make_episode
+
+from demos.dataset import load_episodes
+from demos.hdf5_io import write_hdf5
+from r2a.adapters.lerobot_policy import default_lerobot_keymap
+from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, image_key
+
+REPO = Path(__file__).resolve().parents[1]
+SCRIPTS = REPO / "scripts" / "lerobot"
+VENV = Path(os.environ.get("R2A_LEROBOT_VENV") or REPO / ".venv-lerobot")
+PYTHON = VENV / "bin" / "python"
+needs_venv = pytest.mark.skipif(not PYTHON.is_file(), reason=f"no lerobot venv at {VENV} (build it with "
+                                                              f"'make lerobot-venv', or set R2A_LEROBOT_VENV)")
+#: the tiny ACT the test trains (lerobot-train options, appended to train_act.sh's)
+TINY_ACT = ["--policy.dim_model=32", "--policy.dim_feedforward=64", "--policy.n_heads=2", "--policy.n_encoder_layers=1",
+            "--policy.n_decoder_layers=1", "--policy.n_vae_encoder_layers=1", "--policy.latent_dim=4"]
+#: what a LIBERO-port checkpoint's config.json says about its inputs (the adapter's default key map reads it)
+LIBERO_CONFIG = {"input_features": {"observation.images.image": {"type": "VISUAL", "shape": [3, 32, 32]},
+                                    "observation.images.wrist_image": {"type": "VISUAL", "shape": [3, 32, 32]},
+                                    "observation.state": {"type": "STATE", "shape": [8]}},
+                 "output_features": {"action": {"type": "ACTION", "shape": [7]}}}
+
+
+def _sim_observation(ep, t: int) -> dict:
+    """Frame ``t`` as the simulator's observation has it at run time (written here independently of the export)."""
+    obs = {image_key(cam): frames[t] for cam, frames in ep.images.items()}
+    obs.update({STATE_EE_POS: np.asarray(ep.ee_pos[t], np.float32),
+                STATE_EE_QUAT: np.asarray(ep.ee_quat[t], np.float32),
+                STATE_GRIPPER: np.float32(ep.gripper[t]), PROMPT: ep.instruction})
+    return obs
+
+
+def _episodes() -> list:
+    """Three synthetic episodes with 32-px cameras; the second failed (the export must leave it out)."""
+    return [make_episode(length=10 + 3 * i, seed=i, size=32) for i in range(3)]
+
+
+def test_export_state_is_the_adapters_run_time_state():
+    spec = importlib.util.spec_from_file_location("export_dataset", SCRIPTS / "export_dataset.py")
+    export = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export)
+    keymap = default_lerobot_keymap(LIBERO_CONFIG)
+    for ep in _episodes():
+        states = export.state_vectors(ep)
+        run_time = np.stack([keymap.map_obs(_sim_observation(ep, t))["observation.state"] for t in range(len(ep))])
+        assert states.dtype == np.float32 and states.shape == (len(ep), 8)
+        np.testing.assert_array_equal(states, run_time)
+        np.testing.assert_allclose(states[:, :3], ep.ee_pos, atol=1e-6)  # and it is LIBERO's layout
+        np.testing.assert_allclose(states[:, 6] - states[:, 7], ep.gripper * 0.08, atol=1e-6)
+
+
+# ----------------------------------------------------------------------------------------- in the lerobot venv
+
+
+def _venv_env() -> dict:
+    """The checkout's code in the lerobot venv (PYTHONPATH wins over its editable install), never the network."""
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONHOME")}
+    env.update(PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1", OMP_WAIT_POLICY="PASSIVE",
+               LEROBOT_VENV=str(VENV))
+    return env
+
+
+def _run(cmd: list, timeout: float = 120) -> str:
+    proc = subprocess.run([str(c) for c in cmd], env=_venv_env(), cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, f"{cmd[:2]} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+@pytest.fixture(scope="module")
+def lerobot_run(tmp_path_factory):
+    """Demos → LeRobot dataset → a 2-step ACT, all in the lerobot venv."""
+    root = tmp_path_factory.mktemp("lerobot")
+    episodes = _episodes()
+    demos = write_hdf5(root / "demos.hdf5", episodes, env_args={"env_name": "Lift"})
+    dataset, out = root / "dataset", root / "act"
+    _run([PYTHON, SCRIPTS / "export_dataset.py", demos, "--out", dataset])
+    env = {"DATASET": dataset, "OUT": out, "STEPS": "2", "BATCH_SIZE": "2", "SAVE_FREQ": "2", "NUM_WORKERS": "0"}
+    _run(["env", *(f"{k}={v}" for k, v in env.items()), "bash", SCRIPTS / "train_act.sh", *TINY_ACT])
+    recorded = [ep for ep in load_episodes(demos) if ep.success]  # what the export read
+    assert len(recorded) == 2
+    return {"episodes": recorded, "demos": demos, "dataset": dataset, "run": out}
+
+
+@needs_venv
+def test_exported_dataset_holds_the_run_time_state_and_images(lerobot_run):
+    import pyarrow.parquet as pq
+
+    from demos.lerobot_v3 import read_lerobot_v3
+
+    ckpt = lerobot_run["run"] / "checkpoints" / "last" / "pretrained_model"
+    config = json.loads((ckpt / "config.json").read_text())
+    assert config["chunk_size"] == 16 and config["n_action_steps"] == 8
+    assert config["pretrained_backbone_weights"] is None  # nothing downloaded
+    keymap = default_lerobot_keymap(config)  # what the adapter feeds this checkpoint
+    table = pq.read_table(sorted((lerobot_run["dataset"] / "data").rglob("*.parquet"))[0]).to_pydict()
+    expected = [keymap.map_obs(_sim_observation(ep, t))["observation.state"]
+                for ep in lerobot_run["episodes"] for t in range(len(ep))]
+    np.testing.assert_array_equal(np.asarray(table["observation.state"], np.float32), np.stack(expected))
+    read = read_lerobot_v3(lerobot_run["dataset"])  # and our reader finds the demos again
+    assert [len(ep) for ep in read] == [len(ep) for ep in lerobot_run["episodes"]]
+    for ours, theirs in zip(lerobot_run["episodes"], read):
+        assert theirs.instruction == ours.instruction
+        np.testing.assert_array_equal(theirs.images["agentview"], ours.images["agentview"])
+        np.testing.assert_array_equal(theirs.images["wrist"], ours.images["wrist"])
+        np.testing.assert_array_equal(theirs.actions, ours.actions.astype(np.float32))
+
+
+@needs_venv
+def test_adapter_matches_lerobots_own_pipeline(lerobot_run):
+    out = _run([PYTHON, SCRIPTS / "check_adapter.py", lerobot_run["run"], lerobot_run["demos"],
+                "--dataset", lerobot_run["dataset"], "--frames", "4"])
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["ok"] and result["chunk_shape"] == [16, 7], result
+
+
+@needs_venv
+def test_served_from_the_lerobot_venv_driven_from_here(lerobot_run):
+    from r2a.policies.registry import make_policy
+
+    log = lerobot_run["run"] / "serve.log"
+    with open(log, "w") as stderr:  # the training run directory (not the checkpoint's) stands for its last checkpoint
+        server = subprocess.Popen([str(PYTHON), "-m", "r2a.cli", "serve", "--policy", f"lerobot:{lerobot_run['run']}",
+                                   "--port", "0"], env=_venv_env(), cwd=REPO, stderr=stderr)
+    try:
+        found, deadline = None, time.monotonic() + 60
+        while not found and server.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            found = re.search(r"serving GuardedPolicy on ws://127\.0\.0\.1:(\d+)", log.read_text())
+        assert found, "the lerobot venv's server did not start:\n" + log.read_text()[-3000:]
+        policy = make_policy(f"openpi:ws://127.0.0.1:{found.group(1)}")
+        ep = lerobot_run["episodes"][0]
+        policy.reset()
+        for t in (0, 5):
+            actions = policy.infer(_sim_observation(ep, t))["actions"]
+            assert actions.shape == (16, 7) and actions.dtype == np.float32 and np.isfinite(actions).all()
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
