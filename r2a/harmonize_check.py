@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from r2a.harmonize import HarmonizedPolicy, HarmonizeSettings
+from r2a.observation.harmonize import HarmonizedPolicy, HarmonizeSettings
 from r2a_core.errors import R2AInputError
 
 #: the variants compared: name → settings (None: the raw images)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from r2a.harmonize import (
+from r2a.observation.harmonize import (
     CameraHarmonizer,
     HarmonizedPolicy,
     HarmonizeSettings,
@@ -265,7 +265,7 @@ def test_the_offline_check_scores_each_variant_against_the_clean_render_of_the_s
 
 
 def test_an_episode_summary_counts_the_queries_harmonized_per_camera():
-    from r2a.harmonize import summarize_harmonize
+    from r2a.observation.harmonize import summarize_harmonize
 
     reports = [{"agentview": {"active": True}, "wrist": {"active": False}},
                {"agentview": {"active": False}, "wrist": {"active": False}},

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from demos.cli import add_expert_argument, add_start_joint_noise_argument
-from r2a.harmonize import HarmonizeSettings
+from r2a.observation.harmonize import HarmonizeSettings
 from r2a.serve.cli import add_serve_arguments, serve
 from r2a.vla.train_config import TrainConfig
 from r2a_core.types import CAMERAS
