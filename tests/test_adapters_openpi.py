@@ -253,7 +253,7 @@ def _connected(port: int, **kwargs) -> OpenPIWebsocketPolicy:
 
 
 def test_loopback_by_default_and_a_warning_elsewhere(monkeypatch, caplog):
-    from r2a.policies.cli import build_parser
+    from r2a_cli.policy import build_parser
 
     assert build_parser("r2a policy").parse_args(["serve"]).host == "127.0.0.1"
     assert PolicyServer(EchoPolicy()).host == "127.0.0.1"

@@ -144,7 +144,7 @@ def test_two_process_ddp_training_on_gloo(tmp_path):
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(port),
-           "-m", "r2a.cli", "gate", "train", "--data", str(data), "--out", str(out), "--set", "epochs=3",
+           "-m", "r2a_cli", "gate", "train", "--data", str(data), "--out", str(out), "--set", "epochs=3",
            "--set", "holdout_every=3", "--set", "threads=1", "--set", "batch_size=16"]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -17,7 +17,7 @@ import pytest
 
 from graph_builder.storage import load_graph
 from graph_builder.synthetic import line_episode, synthetic_episodes
-from r2a.cli import main
+from r2a_cli.main import main
 
 
 def _seed_of(path: Path) -> str:

@@ -150,8 +150,8 @@ def _held_out(tmp_path):
 
 def test_training_saves_a_versioned_checkpoint_and_resumes(graph, tmp_path):
     from r2a.retrieval.checkpoint import FORMAT, load_retriever
-    from r2a.retrieval.config import RetrieverTrainConfig
-    from r2a.retrieval.train import train_retriever
+    from training.retriever.config import RetrieverTrainConfig
+    from training.retriever.train import train_retriever
 
     demos = _held_out(tmp_path)
     tiny = ["base=callable:test_retrieval:constant_chunk", "hidden=16", "layers=2", "batch_size=4", "log_every=2",
@@ -182,8 +182,8 @@ def test_training_refuses_demos_that_are_in_the_graph(tmp_path):
     from demos.hdf5_io import write_hdf5
     from graph_builder.build import build_graph_from_paths
     from graph_builder.storage import save_graph
-    from r2a.retrieval.config import RetrieverTrainConfig
-    from r2a.retrieval.train import train_retriever
+    from training.retriever.config import RetrieverTrainConfig
+    from training.retriever.train import train_retriever
 
     episodes = synthetic_episodes(600, seed=7, num_tasks=1, mean_length=80)
     for i, ep in enumerate(episodes):

@@ -26,14 +26,14 @@ from r2a.vla.checkpoint import (
     save_checkpoint,
     still_training,
 )
-from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 from r2a.vla.features import AUX_SCALE, time_feature
 from r2a.vla.model import VLANet, best_scored, expand_action_modes
 from r2a.vla.text import PromptEmbedder
-from r2a.vla.train_config import TrainConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
 from r2a_core.types import OSC_POSE_DELTA
+from training.vla.config import TrainConfig
+from training.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 
 log = logging.getLogger(__name__)
 

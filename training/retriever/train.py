@@ -25,17 +25,17 @@ import torch
 from torch_geometric.utils import softmax as segment_softmax
 from tqdm import tqdm
 
-from graph_builder import load_graph
+from graph_builder.storage import load_graph
 from r2a.retrieval.checkpoint import RetrieverCheckpoint, load_retriever, load_train_state, save_retriever
-from r2a.retrieval.config import RetrieverTrainConfig
 from r2a.retrieval.features import EDGE_FEATURE_DIM, NODE_FEATURE_DIM, QueryLayout
 from r2a.retrieval.gnn import RetrieverNet, RetrieverNetConfig
 from r2a.retrieval.motion import response_for
-from r2a.retrieval.queries import QuerySet, build_query_set, load_query_set, save_query_set
 from r2a.retrieval.retriever import Candidates, Retriever
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
 from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
+from training.retriever.config import RetrieverTrainConfig
+from training.retriever.queries import QuerySet, build_query_set, load_query_set, save_query_set
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from demos.replay import StateReplayer
-from r2a.policies.dagger import DAGGER_META_KEY
 from r2a.vla.features import proprio_vector
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.types import Episode
+from training.dagger import DAGGER_META_KEY
 
 log = logging.getLogger(__name__)
 AUX_OBJECTS = 3
