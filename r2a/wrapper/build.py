@@ -168,7 +168,7 @@ def _image_stats(path: str) -> Any:
 
 @lru_cache(maxsize=4)
 def _graph(path: str) -> tuple[Any, Any, str]:
-    from graph_builder import load_graph
+    from graph_builder.storage import load_graph
     from r2a.retrieval.motion import response_for
     from r2a_core.provenance import sha256_path
 
