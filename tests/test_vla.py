@@ -410,7 +410,8 @@ def test_a_stopped_run_resumes_to_the_weights_of_one_that_never_stopped(tiny_che
     """A run killed mid-way (a session's end) resumes from its last save: same weights, average, optimizer and
     sampler, so the result is the uninterrupted run's, bit for bit; another config is refused."""
     import training.vla.train as train
-    from r2a.vla.checkpoint import TRAIN_WEIGHTS, still_training
+    from r2a.vla.checkpoint import MANIFEST, TRAIN_WEIGHTS, still_training
+    from r2a_core.provenance import legacy_source_sha256, sha256_file
 
     demos = tiny_checkpoint.parent / "demos.hdf5"
     config = TrainConfig.from_yaml(None, TINY + ["save_every=2", f"prompts_from={tiny_checkpoint}"])
@@ -431,6 +432,13 @@ def test_a_stopped_run_resumes_to_the_weights_of_one_that_never_stopped(tiny_che
     with pytest.raises(R2AInputError, match="another config.*lr"):
         train_policy(TrainConfig.from_yaml(None, TINY + ["save_every=2", f"prompts_from={tiny_checkpoint}",
                                                          "lr=0.5"]), [demos], tmp_path / "stopped")
+    # a run stopped before issue 47 recorded its demos' name-salted digest: it resumes all the same
+    manifest = json.loads((tmp_path / "stopped" / MANIFEST).read_text())
+    assert manifest["provenance"]["sources"][0]["sha256"] == sha256_file(demos)
+    manifest["provenance"]["sources"][0]["sha256"] = legacy_source_sha256(demos)
+    (tmp_path / "stopped" / MANIFEST).write_text(json.dumps(manifest))
+    assert not train.same_sources([{**manifest["provenance"]["sources"][0], "sha256": "0" * 64}],
+                                  manifest["provenance"]["sources"][:1])
     summary = train_policy(config, [demos], tmp_path / "stopped")
     assert summary["steps"] == 6 and not still_training(tmp_path / "stopped")
     assert not (tmp_path / "stopped" / TRAIN_WEIGHTS).exists()  # the finished checkpoint ships the average only
