@@ -165,7 +165,7 @@ def read_manifest_json(directory: str | Path, name: str, fmt: str, version_key: 
     file = directory / name
     then = f"; {hint}" if hint else ""
     if not directory.is_dir():
-        raise R2AInputError(f"{directory}: not a directory (no {name}); expected {what}{then}")
+        raise R2AInputError(f"{directory}: not {what} (not a directory, no {name}){then}")
     if not file.is_file():
         raise R2AInputError(f"{directory}: not {what} (no {name}){then}")
     try:

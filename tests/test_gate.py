@@ -213,7 +213,8 @@ def test_the_benchmark_refuses_a_gate_or_retriever_that_saw_its_seeds(tmp_path):
 
     ckpt = tmp_path / "gate"
     ckpt.mkdir()
-    (ckpt / "manifest.json").write_text(json.dumps({"provenance": {"data": [], "seeds": [20000, 100003]}}))
+    (ckpt / "manifest.json").write_text(json.dumps({"format": "r2a.gate.checkpoint", "version": 1,
+                                                    "provenance": {"data": [], "seeds": [20000, 100003]}}))
     config = BenchConfig(tasks=["Lift"], episodes=5, seed=100_000)
     with pytest.raises(R2AInputError, match=r"gate checkpoint .* trained on 1 of this run's seeds \(e.g. 100003\)"):
         check_split("r2a", {"gate": {"path": str(ckpt), "sha256": "x"}}, config)
