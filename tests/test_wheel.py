@@ -1,6 +1,6 @@
 """`pip install .` gives a working r2a: the wheel carries every module, shipped config and asset, and installed in
 a fresh virtualenv — no checkout on sys.path, the working directory elsewhere — it finds them through
-importlib.resources: a shipped config by its bare name (``--config smoke``), an asset by the relative path the
+importlib.util.find_spec: a shipped config by its bare name (``--config smoke``), an asset by the relative path the
 shipped YAMLs give (``r2a/assets/r2a_gate``).
 
 The fast tests build the wheel (seconds) and check its file list and the installed package's lookups; the slow one
