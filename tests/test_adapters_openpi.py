@@ -282,7 +282,7 @@ def test_a_missing_or_wrong_key_is_refused_before_inference_and_the_server_keeps
 
 
 def test_the_cli_takes_the_key_from_the_flag_or_the_environment(monkeypatch):
-    from r2a.policies import cli
+    from r2a_cli import policy as cli
 
     seen = []
     monkeypatch.setattr(PolicyServer, "serve_forever", lambda self: seen.append((self.api_key, self.limits, self.host)))

@@ -201,7 +201,7 @@ def test_shipped_liberoplus_configs_sample_every_runnable_family():
 def test_the_command_lists_the_families_without_the_package(monkeypatch, capsys):
     import argparse
 
-    from eval import cli
+    from r2a_cli import bench as cli
 
     monkeypatch.setattr("sim.envs.liberoplus_tasks.package_root", lambda required=True: None)
     assert cli._bench_liberoplus(argparse.Namespace(sample=None)) == 0
