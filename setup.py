@@ -3,7 +3,9 @@
 
 from setuptools import find_namespace_packages, setup
 
-CODE = find_namespace_packages(include=["r2a*", "r2a_core*", "sim*", "graph_builder*", "gating*", "eval*", "demos*"])
+#: the import packages (``r2a*`` also matches ``r2a_core`` and ``r2a_cli``)
+CODE = find_namespace_packages(include=["r2a*", "r2a_core*", "sim*", "demos*", "graph_builder*", "training*", "gating*",
+                                        "eval*"])
 CONFIGS = ["r2a_configs"] + [f"r2a_configs.{kind}" for kind in find_namespace_packages(where="configs")]
 
 setup(packages=CODE + CONFIGS, package_dir={"r2a_configs": "configs"})

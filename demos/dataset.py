@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
@@ -40,17 +39,6 @@ def load_episodes(path: str | Path, load_images: bool = True) -> list[Episode]:
     return read_lerobot_v3(path, LeRobotMapping(load_images=load_images))
 
 
-def source_fingerprint(path: str | Path) -> str:
-    """SHA-256 of a file's bytes, or of a directory's relative paths and file bytes (sorted)."""
-    path = Path(path)
-    digest = hashlib.sha256()
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
-    for file in files:
-        digest.update(str(file.relative_to(path) if path.is_dir() else file.name).encode())
-        with open(file, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
 def episode_seeds(episode: Any) -> list[int]:
     """Every seed a recorded episode came from: its environment seed and, when re-rendered or rolled out under a
     shift, the shift's parameter seed (what the seed rule checks)."""

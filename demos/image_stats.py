@@ -27,7 +27,8 @@ def image_stats_from_files(paths: Sequence[str | Path], cameras: Sequence[str] =
                            stride: int = 5) -> ImageStats:
     """Statistics of every ``stride``-th frame of ``cameras`` in the demo files (HDF5 or LeRobot v3), and per file
     the start reference of its episodes' first frames."""
-    from demos.dataset import load_episodes, source_fingerprint
+    from demos.dataset import load_episodes
+    from r2a_core.provenance import sha256_path
 
     if stride < 1:
         raise R2AInputError(f"--stride must be >= 1, got {stride}")
@@ -43,7 +44,7 @@ def image_stats_from_files(paths: Sequence[str | Path], cameras: Sequence[str] =
                                                      and len(ep.images[camera])], path)
                                 for path, eps in episodes if any(camera in ep.images for ep in eps)]
         log.info("image stats: %s from %d frames", camera, len(frames))
-    sources = [{"path": path, "fingerprint": source_fingerprint(path), "episodes": len(eps)} for path, eps in episodes]
+    sources = [{"path": path, "fingerprint": sha256_path(path), "episodes": len(eps)} for path, eps in episodes]
     return ImageStats(cameras=stats, sources=sources)
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from eval.report import job_key, load_records
+from eval.schema import RESULTS, RUN_FILE
 from eval.stats import mcnemar_exact, transitions, wilson_interval
 from r2a_core.errors import R2AInputError
 from r2a_core.provenance import provenance_differences
@@ -68,15 +69,15 @@ def _provenance_warnings(a_dir: Path, b_dir: Path) -> list[str]:
 
 def _provenance(run_dir: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((run_dir / "run.json").read_text()).get("provenance") or None
+        return json.loads((run_dir / RUN_FILE).read_text()).get("provenance") or None
     except (OSError, ValueError, AttributeError):
         return None
 
 
 def _policy_records(run_dir: Path, policy: str | None) -> dict[tuple[str, str, int, int], dict[str, Any]]:
-    results = run_dir / "results.jsonl"
+    results = run_dir / RESULTS
     if not results.is_file():
-        raise R2AInputError(f"{run_dir}: no results.jsonl (not a benchmark results directory)")
+        raise R2AInputError(f"{run_dir}: no {RESULTS} (not a benchmark results directory)")
     records = load_records(results)
     policies = sorted({str(r["policy"]) for r in records})
     if policy is None and len(policies) == 1:

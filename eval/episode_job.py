@@ -236,7 +236,7 @@ class ReplyDiagnostics:
         if self.key == "canonicalize":  # estimated once, at the first frame: the last reply says it all
             return dict(self.replies[-1])
         if self.key == "harmonize":
-            from r2a.harmonize import summarize_harmonize, trace_harmonize
+            from r2a.observation.harmonize import summarize_harmonize, trace_harmonize
 
             return {**summarize_harmonize(self.replies), "trace": trace_harmonize(self.steps, self.replies)}
         from r2a.wrapper.policy import summarize_diagnostics, trace_diagnostics

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from eval.report import job_key, load_records
-from eval.runner import RESULTS, RUN_FILE, is_merged, report_from_dir, same_shift_levels, shift_levels_sha
+from eval.runner import is_merged, report_from_dir, same_shift_levels, shift_levels_sha
+from eval.schema import RESULTS, RUN_FILE
 from r2a_core.errors import R2AInputError
 from r2a_core.files import link_or_copy, write_json_atomic, write_text_atomic
 from r2a_core.provenance import command_line, provenance_differences

@@ -69,18 +69,27 @@ def build_policies(specs: Sequence[str], config: BenchConfig) -> dict[str, dict[
 TRAINED_ROLES = ("retriever", "gate")
 
 
+def _trained_manifest(role: str, path: str) -> dict[str, Any]:
+    """The manifest of a ``role`` checkpoint, read by its format's reader."""
+    if role == "retriever":
+        from r2a.retrieval.checkpoint import read_manifest
+
+        return read_manifest(path)
+    from r2a.wrapper.gate_checkpoint import read_gate_manifest
+
+    return read_gate_manifest(path)
+
+
 def check_split(spec: str, artifacts: dict[str, dict[str, str]], config: BenchConfig) -> None:
     """Refuse to score ``spec`` on seeds its retriever or gate checkpoint was trained on (one line, exit 2)."""
-    import json
     from pathlib import Path
 
     run = {config.seed + episode for _, episode, _, _ in config.planned()}
     for role in TRAINED_ROLES:
         entry = artifacts.get(role)
-        manifest = Path(entry["path"]) / "manifest.json" if entry and entry.get("path") else None
-        if manifest is None or not manifest.is_file():
+        if not entry or not entry.get("path") or not (Path(entry["path"]) / "manifest.json").is_file():
             continue
-        seen = run & _seeds_in(json.loads(manifest.read_text()).get("provenance") or {})
+        seen = run & _seeds_in(_trained_manifest(role, entry["path"]).get("provenance") or {})
         if seen:
             raise R2AInputError(f"policy '{spec}': its {role} checkpoint ({entry['path']}) was trained on "
                                 f"{len(seen)} of this run's seeds (e.g. {min(seen)}); score it on seeds it never saw")

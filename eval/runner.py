@@ -25,13 +25,13 @@ from tqdm import tqdm
 
 from eval.bench_config import BenchConfig
 from eval.episode_job import SAVE_FRAMES, Job, JobOptions, JobResult, run_job
+from eval.schema import RESULTS, RUN_FILE
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_write, to_json_safe, write_json_atomic
 from r2a_core.provenance import collect_provenance, provenance_differences
 
 log = logging.getLogger(__name__)
 
-RESULTS, RUN_FILE = "results.jsonl", "run.json"
 EXECUTORS = ("local", "ray")
 #: spec → role → {"path", "sha256"}: what each policy loaded when the run was checked
 Artifacts = Mapping[str, Mapping[str, Mapping[str, str]]]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from sim.shifts.base import CLEAN, LEVELS
 
+#: a results directory's files: the episode records (appended), the pinned run, the summary
+RESULTS, RUN_FILE, SUMMARY = "results.jsonl", "run.json", "summary.json"
 #: one line of ``results.jsonl``: one episode of one job
 EPISODE_SCHEMA = "r2a.bench.episode"
 #: the version the runner writes (2: the ``r2a`` and ``harmonize`` summaries carry a per-query ``trace``)
@@ -17,4 +19,4 @@ SUMMARY_SCHEMA_VERSION = 2  # 2: uplift per factor (level null) and on clean; th
 JOB_FIELDS = ("policy", "task", "factor", "level", "episode")
 
 __all__ = ["CLEAN", "EPISODE_SCHEMA", "EPISODE_SCHEMA_VERSION", "EPISODE_SCHEMA_VERSIONS", "JOB_FIELDS", "LEVELS",
-           "SUMMARY_SCHEMA", "SUMMARY_SCHEMA_VERSION"]
+           "RESULTS", "RUN_FILE", "SUMMARY", "SUMMARY_SCHEMA", "SUMMARY_SCHEMA_VERSION"]

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.report import headline_md, job_key, load_records, shown_pairs, uplift_md
-from eval.runner import RESULTS
-from eval.schema import CLEAN, SUMMARY_SCHEMA, SUMMARY_SCHEMA_VERSION
+from eval.schema import CLEAN, RESULTS, SUMMARY, SUMMARY_SCHEMA, SUMMARY_SCHEMA_VERSION
 from eval.stats import transitions
 from eval.view_page import render_page
 from r2a_core.errors import R2AInputError
@@ -36,7 +35,6 @@ log = logging.getLogger(__name__)
 
 #: the page's data (inlined in index.html)
 VIEW_FORMAT, VIEW_FORMAT_VERSION = "r2a.bench.view", 1
-SUMMARY = "summary.json"
 INDEX, FRAMES = "index.html", "frames"
 #: ``--frames`` choices: the strips of the pairs whose outcome differs, of every pair, or none
 FRAME_CHOICES = ("changed", "all", "none")

@@ -52,11 +52,11 @@ def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, 
     (an :class:`~r2a.wrapper.policy.R2APolicy`: its retriever, conversion, fallback thresholds and holding rule);
     a rollout with recorded gate rows gives those (``closed_loop``), and its frames too with ``frames_too``."""
     from r2a.retrieval.history import window_from_arrays
-    from r2a.retrieval.offline import episode_prompt, expert_chunk
-    from r2a.retrieval.queries import base_chunks, condition_of
     from r2a.retrieval.synthesis import reference_chunk
     from r2a.wrapper.gate import GateInputs, holding_rule
     from r2a.wrapper.learned_gate import SIGNALS, GateLayout, gate_raw, pad_steps
+    from training.retriever.offline import episode_prompt, expert_chunk
+    from training.retriever.queries import base_chunks, condition_of
 
     p = wrapper.parts
     steps, space = p.executed_steps, p.action_space

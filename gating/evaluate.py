@@ -24,8 +24,8 @@ def evaluate_gate(gate_dir: str | Path, data_paths: Sequence[str | Path], n_boot
 
     from gating.data import load_gate_data
     from gating.train import feature_matrix
-    from r2a.retrieval.offline import chunk_errors, mean_ci
     from r2a.wrapper.gate_checkpoint import load_gate
+    from training.retriever.offline import chunk_errors, mean_ci
 
     ckpt = load_gate(gate_dir)
     data = load_gate_data(data_paths)

@@ -15,7 +15,8 @@ log = logging.getLogger(__name__)
 
 def load_sources(paths: list[str | Path], progress: bool = False) -> list[Source]:
     """One :class:`Source` per path, in the order given; the same file or content twice is refused."""
-    from demos.dataset import load_episodes, source_fingerprint
+    from demos.dataset import load_episodes
+    from r2a_core.provenance import sha256_path
 
     if not paths:
         raise R2AInputError("graph build: no inputs given; pass HDF5 files and/or LeRobot dataset directories")
@@ -30,7 +31,7 @@ def load_sources(paths: list[str | Path], progress: bool = False) -> list[Source
         if resolved in seen_paths:
             raise R2AInputError(f"{path}: given twice (also as {seen_paths[resolved]})")
         seen_paths[resolved] = str(path)
-        fingerprint = source_fingerprint(path)
+        fingerprint = sha256_path(path)
         if fingerprint in seen_hashes:
             raise R2AInputError(f"{path}: same content as {seen_hashes[fingerprint]}; each demo would be added twice")
         seen_hashes[fingerprint] = str(path)

@@ -16,7 +16,6 @@ message saying what to do. Older versions stay readable: add a reader to ``_UPGR
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from pathlib import Path
@@ -27,7 +26,8 @@ import numpy as np
 from graph_builder.index import deserialize_index, serialize_index
 from graph_builder.motion_graph import MotionGraph
 from r2a_core.errors import R2AInputError
-from r2a_core.files import atomic_dir
+from r2a_core.files import atomic_dir, read_manifest_json
+from r2a_core.provenance import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -72,32 +72,13 @@ def _write_payload(graph: MotionGraph, root: Path) -> dict[str, dict[str, Any]]:
 
 
 def _file_digest(path: Path) -> dict[str, Any]:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 22):
-            digest.update(chunk)
-    return {"sha256": digest.hexdigest(), "bytes": path.stat().st_size}
+    return {"sha256": sha256_file(path), "bytes": path.stat().st_size}
 
 
 def read_manifest(graph_dir: str | Path) -> dict[str, Any]:
     """The manifest of a graph directory, checked for format name and a readable version (upgraded if old)."""
-    root = Path(graph_dir)
-    path = root / MANIFEST
-    if not root.is_dir():
-        raise R2AInputError(f"{root}: not a directory; expected a graph built with 'r2a graph build'")
-    if not path.is_file():
-        raise R2AInputError(f"{root}: no {MANIFEST}; not a motion graph (build one with 'r2a graph build')")
-    try:
-        manifest = json.loads(path.read_text())
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise R2AInputError(f"{path}: corrupted, not valid JSON ({err}); rebuild the graph") from None
-    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT_NAME:
-        raise R2AInputError(f"{path}: format is {manifest.get('format') if isinstance(manifest, dict) else None!r}, "
-                            f"expected '{FORMAT_NAME}'")
-    version = manifest.get("format_version")
-    if version not in READABLE_VERSIONS:
-        raise R2AInputError(f"{path}: format version {version!r} is not supported (this r2a reads "
-                            f"{', '.join(map(str, READABLE_VERSIONS))}); upgrade r2a or rebuild with 'r2a graph build'")
+    manifest = read_manifest_json(graph_dir, MANIFEST, FORMAT_NAME, "format_version", READABLE_VERSIONS,
+                                  "a motion graph", "rebuild it with 'r2a graph build'")
     while manifest["format_version"] != FORMAT_VERSION:
         manifest = _UPGRADES[manifest["format_version"]](manifest)
     return manifest

@@ -12,10 +12,11 @@ checked here in one place with the messages users see. A class may define ``vali
 span fields; it raises :class:`R2AInputError` and the loader prefixes where the config came from.
 
 Shipped files are found from any working directory: ``configs/`` of the checkout installs as the ``r2a_configs``
-package (setup.py) and the assets are ``r2a/assets/`` of the ``r2a`` package, both located through
-``importlib.resources`` (:func:`shipped_path`). A relative path a user or a shipped YAML gives is read as given
-when it exists, else as the shipped file it names (:func:`resolve_path`); a bare config name such as ``smoke`` is
-the shipped ``configs/KIND/smoke.yaml`` of its config's kind (``SHIPPED_KIND``, :func:`shipped_config`).
+package (setup.py) and the assets are ``r2a/assets/`` of the ``r2a`` package, both located by
+``importlib.util.find_spec``, which finds a package's folder without importing it (:func:`shipped_path`). A
+relative path a user or a shipped YAML gives is read as given when it exists, else as the shipped file it names
+(:func:`resolve_path`); a bare config name such as ``smoke`` is the shipped ``configs/KIND/smoke.yaml`` of its
+config's kind (``SHIPPED_KIND``, :func:`shipped_config`).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import difflib
-import importlib.resources
+import importlib.util
 import inspect
 import json
 import textwrap
@@ -73,11 +74,12 @@ SHIPPED_PACKAGES = {"configs": "r2a_configs", "r2a": "r2a"}
 def _package_folder(prefix: str) -> Path:
     """The folder of the package that holds ``prefix``'s shipped files (the checkout's own folder when the package
     is not installed, e.g. a checkout on ``PYTHONPATH`` after configs/ became a package)."""
-    try:
-        folder = importlib.resources.files(SHIPPED_PACKAGES[prefix])
-    except ModuleNotFoundError:
+    spec = importlib.util.find_spec(SHIPPED_PACKAGES[prefix])  # a top-level name: located, not imported
+    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    if not locations:
         return Path(__file__).resolve().parents[1] / prefix
-    if not isinstance(folder, Path):  # a zipped install: the readers need real files
+    folder = Path(locations[0])
+    if not folder.is_dir():  # a zipped install: the readers need real files
         raise R2AInputError(f"package {SHIPPED_PACKAGES[prefix]} is not installed as a folder ({folder}); "
                             "reinstall r2a with pip (not as a zip)")
     return folder

@@ -153,25 +153,32 @@ def write_json_atomic(path: str | Path, data: Any, indent: int | None = 2, sort_
 
 
 def read_manifest_json(directory: str | Path, name: str, fmt: str, version_key: str, versions: tuple[int, ...],
-                       what: str) -> dict[str, Any]:
-    """A versioned ``manifest.json``-style file of a directory, checked: present, valid JSON, the expected
-    ``format`` and one of ``versions`` under ``version_key`` — else a one-line error saying what ``what`` needs."""
+                       what: str, hint: str = "") -> dict[str, Any]:
+    """A versioned ``manifest.json``-style file of a directory, checked: the directory and the file present, valid
+    JSON, the expected ``format`` and one of ``versions`` under ``version_key`` — else a one-line error saying what
+    ``what`` needs, ending in ``hint`` (what to do, e.g. "rebuild the graph with 'r2a graph build'") when given.
+    The one reader of every manifest r2a writes; a format whose older versions stay readable upgrades the dict
+    it returns."""
     from r2a_core.errors import R2AInputError
 
     directory = Path(directory)
     file = directory / name
+    then = f"; {hint}" if hint else ""
+    if not directory.is_dir():
+        raise R2AInputError(f"{directory}: not {what} (not a directory, no {name}){then}")
     if not file.is_file():
-        raise R2AInputError(f"{directory}: not {what} (no {name})")
+        raise R2AInputError(f"{directory}: not {what} (no {name}){then}")
     try:
         manifest = json.loads(file.read_text())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise R2AInputError(f"{file}: not valid JSON ({err})") from None
+        raise R2AInputError(f"{file}: not valid JSON ({err}){then}") from None
     if not isinstance(manifest, dict) or manifest.get("format") != fmt:
         found = manifest.get("format") if isinstance(manifest, dict) else None
-        raise R2AInputError(f"{file}: format is {found!r}, expected {fmt!r}")
+        raise R2AInputError(f"{file}: format is {found!r}, expected {fmt!r}{then}")
     if manifest.get(version_key) not in versions:
-        raise R2AInputError(f"{file}: {fmt} version {manifest.get(version_key)!r} is not supported (this r2a reads "
-                            f"version {', '.join(map(str, versions))})")
+        raise R2AInputError(f"{file}: format version {manifest.get(version_key)!r} is not supported (this r2a reads "
+                            f"{fmt} version {', '.join(map(str, versions))})"
+                            + (f"; upgrade r2a or {hint}" if hint else ""))
     return manifest
 
 

@@ -7,7 +7,9 @@ that recording provenance can never fail a run.
 
 The artifact convention: a policy may expose ``metadata["artifacts"]``, a mapping role → ``{"path": str,
 "sha256": str}`` of every checkpoint, graph or index it loaded (``path`` as the policy was given it);
-wrappers forward their inner policy's. :func:`sha256_path` computes the digest of a file or a directory.
+wrappers forward their inner policy's. :func:`sha256_path` computes the digest of a file or a directory: the one
+content hash of the project (a file's is what ``sha256sum`` prints; graphs, checkpoints, image statistics and
+benchmark runs record it for the files they come from).
 """
 
 from __future__ import annotations
@@ -40,7 +42,7 @@ _CHUNK = 1 << 20
 
 
 def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of one file's bytes."""
+    """Hex sha256 of one file's bytes: what ``sha256sum FILE`` prints."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(_CHUNK), b""):
@@ -61,8 +63,31 @@ def sha256_dir(path: str | Path) -> str:
 
 
 def sha256_path(path: str | Path) -> str:
-    """:func:`sha256_file` of a file, :func:`sha256_dir` of a directory."""
+    """:func:`sha256_file` of a file, :func:`sha256_dir` of a directory (a LeRobot dataset is one)."""
     return sha256_dir(path) if Path(path).is_dir() else sha256_file(path)
+
+
+def legacy_source_sha256(path: str | Path) -> str:
+    """The digest r2a recorded for a demonstration source until issue 47 — in graph manifests (``sources``), VLA
+    checkpoints (``provenance.sources``), retriever checkpoints (``provenance.demos``) and image statistics
+    (``sources[].fingerprint``), the shipped assets' included: the sha256 of a file's *name* followed by its bytes
+    (of a directory: each file's relative path followed by its bytes, files sorted), not what ``sha256sum`` prints.
+    Nothing writes it any more; readers that compare a recorded source digest with a file accept it beside
+    :func:`sha256_path` (:func:`source_digests`), so the files r2a wrote before keep their meaning."""
+    root = Path(path)
+    digest = hashlib.sha256()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    for file in files:
+        digest.update(str(file.relative_to(root) if root.is_dir() else file.name).encode())
+        with open(file, "rb") as fh:
+            for block in iter(lambda: fh.read(_CHUNK), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def source_digests(path: str | Path) -> tuple[str, str]:
+    """The digests a record may hold for a demonstration source: ``(sha256_path, legacy_source_sha256)``."""
+    return sha256_path(path), legacy_source_sha256(path)
 
 
 def artifact(path: str | Path) -> dict[str, str]:
@@ -200,4 +225,4 @@ def _commit(git: Mapping[str, Any]) -> str:
 
 __all__ = ["PACKAGES", "SIMULATOR_PACKAGES", "artifact", "collect_provenance", "command_line", "cpu_model",
            "git_state", "gpu_name", "machine_info", "package_versions", "policy_artifacts", "provenance_differences",
-           "sha256_dir", "sha256_file", "sha256_path"]
+           "legacy_source_sha256", "sha256_dir", "sha256_file", "sha256_path", "source_digests"]

@@ -47,9 +47,9 @@ def phase_errors(pred: np.ndarray, true: np.ndarray) -> dict:
 def heldout(checkpoint: str, demo_file: str, every: int) -> dict:
     """The aux head on every ``every``-th episode of a demo file (the training hold-out rule)."""
     from r2a.vla.checkpoint import load_checkpoint
-    from r2a.vla.data import load_training_arrays
     from r2a.vla.features import time_feature
     from r2a.vla.text import PromptEmbedder
+    from training.vla.data import load_training_arrays
 
     ckpt = load_checkpoint(checkpoint)
     cams = ckpt.model.config.cameras

@@ -12,16 +12,15 @@ import time
 
 import numpy as np
 
-from r2a.canonicalize import (
+from r2a.observation.canonicalize import (
     CAMERA,
-    CameraView,
     CanonReference,
     DisplacementEstimator,
-    camera_view_of,
     load_reference,
     save_reference,
     scene_reference,
 )
+from r2a_core.camera import CameraView, camera_view_of
 from sim.envs.backends import make_sim
 from sim.envs.robosuite_env import SimConfig
 

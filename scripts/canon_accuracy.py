@@ -11,14 +11,8 @@ import sys
 
 import numpy as np
 
-from r2a.canonicalize import (
-    Displacement,
-    DisplacementEstimator,
-    camera_view_of,
-    load_reference,
-    pixel_displacement,
-    plane_homography,
-)
+from r2a.observation.canonicalize import DisplacementEstimator, load_reference
+from r2a_core.camera import Displacement, camera_view_of, pixel_displacement, plane_homography
 from sim.envs.backends import make_sim
 from sim.envs.robosuite_env import SimConfig
 from sim.shifts import ShiftHooks

@@ -54,7 +54,7 @@ def check_gate(tmp: Path, device: str) -> str:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "1", "--master_addr", "127.0.0.1",
-               "--master_port", str(port), "-m", "r2a.cli", "gate", "train", "--data", str(data),
+               "--master_port", str(port), "-m", "r2a_cli", "gate", "train", "--data", str(data),
                "--out", str(tmp / "gate"), "--set", "epochs=5", "--set", "holdout_every=3",
                "--set", "batch_size=64", "--set", f"device={device}"]
     done = subprocess.run(command, capture_output=True, text=True, timeout=180)
@@ -77,8 +77,8 @@ def check_retriever(tmp: Path, device: str) -> str:
     from graph_builder.build import build_graph_from_episodes
     from graph_builder.storage import save_graph
     from graph_builder.synthetic import synthetic_episodes
-    from r2a.retrieval.config import RetrieverTrainConfig
-    from r2a.retrieval.train import train_retriever
+    from training.retriever.config import RetrieverTrainConfig
+    from training.retriever.train import train_retriever
 
     graph = save_graph(build_graph_from_episodes(synthetic_episodes(4000, seed=0, num_tasks=2, mean_length=80)),
                        tmp / "graph")

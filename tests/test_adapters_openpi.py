@@ -253,7 +253,7 @@ def _connected(port: int, **kwargs) -> OpenPIWebsocketPolicy:
 
 
 def test_loopback_by_default_and_a_warning_elsewhere(monkeypatch, caplog):
-    from r2a.policies.cli import build_parser
+    from r2a_cli.policy import build_parser
 
     assert build_parser("r2a policy").parse_args(["serve"]).host == "127.0.0.1"
     assert PolicyServer(EchoPolicy()).host == "127.0.0.1"
@@ -282,7 +282,7 @@ def test_a_missing_or_wrong_key_is_refused_before_inference_and_the_server_keeps
 
 
 def test_the_cli_takes_the_key_from_the_flag_or_the_environment(monkeypatch):
-    from r2a.policies import cli
+    from r2a_cli import policy as cli
 
     seen = []
     monkeypatch.setattr(PolicyServer, "serve_forever", lambda self: seen.append((self.api_key, self.limits, self.host)))

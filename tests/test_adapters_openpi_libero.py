@@ -231,8 +231,8 @@ def test_r2a_serve_upstream_passes_the_example_clients_request_through(upstream,
     from graph_builder.build import build_graph_from_episodes
     from graph_builder.storage import save_graph
     from graph_builder.synthetic import synthetic_episodes
-    from r2a.serve import cli as serve_cli
     from r2a.serve.policy_server import PolicyServer
+    from r2a_cli import serve as serve_cli
 
     wcp = pytest.importorskip("openpi_client.websocket_client_policy")
     graph = save_graph(build_graph_from_episodes(synthetic_episodes(600, seed=0, num_tasks=1, mean_length=60)),

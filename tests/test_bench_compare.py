@@ -53,7 +53,7 @@ def test_a_directory_of_several_policies_needs_a_choice(tmp_path):
 
 
 def test_cli_prints_the_table_and_writes_json(tmp_path, capsys):
-    from r2a.cli import main
+    from r2a_cli.main import main
 
     runs = [_write(tmp_path / name, [record(name, "Lift", "clean", 0, i, success=True) for i in range(2)])
             for name in ("a", "b")]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from eval.merge import merge_runs
-from r2a.cli import main
+from r2a_cli.main import main
 from r2a_core.errors import R2AInputError
 
 CONFIG = {"name": "t", "tasks": ["Lift"], "factors": {"camera": [1]}, "episodes": 4, "seed": 100000,

@@ -20,7 +20,7 @@ SMOKE = Path(__file__).resolve().parents[1] / "configs" / "bench" / "smoke.yaml"
 
 
 def _bench_run(tmp_path, *extra: str) -> int:
-    from r2a.cli import main
+    from r2a_cli.main import main
 
     return main(["bench", "run", "--config", str(SMOKE), "--out", str(tmp_path / "out"), *extra])
 

@@ -69,7 +69,7 @@ def silent():
 def _bench(address: str, out: Path, **env: str) -> subprocess.Popen:
     environment = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", **env}
     environment.pop("RAY_ADDRESS", None)
-    return subprocess.Popen([sys.executable, "-m", "r2a.cli", "bench", "run", "--config", "smoke", "--policy", "expert",
+    return subprocess.Popen([sys.executable, "-m", "r2a_cli", "bench", "run", "--config", "smoke", "--policy", "expert",
                              "--executor", "ray", "--ray-address", address, "--out", str(out)],
                             cwd=REPO, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 

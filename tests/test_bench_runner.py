@@ -119,7 +119,7 @@ def _with_errored_record(full: Path, out: Path, key: tuple) -> dict:
 
 
 def test_exit_status_counts_errors_and_a_resume_retries_only_errored_jobs(smoke_run, tmp_path, capsys):
-    from r2a.cli import main
+    from r2a_cli.main import main
 
     _, full = smoke_run
     out = tmp_path / "errored"
@@ -211,11 +211,11 @@ def test_bad_configs_fail_before_any_episode(override, message):
 def test_cli_bad_config_exits_2_without_output(tmp_path):
     config = tmp_path / "bad.yaml"
     config.write_text("tasks: [Lift]\nfactors: {camera: [7]}\n")
-    done = subprocess.run([sys.executable, "-m", "r2a.cli", "bench", "run", "--config", str(config), "--policy",
+    done = subprocess.run([sys.executable, "-m", "r2a_cli", "bench", "run", "--config", str(config), "--policy",
                            "expert", "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2 and "levels are 1, 2 or 3" in done.stderr
     assert not (tmp_path / "out").exists()
-    done = subprocess.run([sys.executable, "-m", "r2a.cli", "bench", "run", "--config", str(SMOKE), "--policy",
+    done = subprocess.run([sys.executable, "-m", "r2a_cli", "bench", "run", "--config", str(SMOKE), "--policy",
                            "exprt", "--out", str(tmp_path / "out")], capture_output=True, text=True)
     assert done.returncode == 2 and "unknown policy 'exprt' (did you mean 'expert'?); valid policies:" in done.stderr
     assert "expert (the task's scripted expert" in done.stderr
@@ -228,7 +228,7 @@ _STOP_AFTER_N_RECORDS = """
 import sys, threading
 from pathlib import Path
 import eval.runner
-from r2a.cli import main
+from r2a_cli.main import main
 
 n, marker, argv = int(sys.argv[1]), Path(sys.argv[2]), sys.argv[3:]
 results = eval.runner._local_results
@@ -265,7 +265,7 @@ def test_kill_dash_9_loses_only_episodes_in_flight(smoke_run, tmp_path):
     before = (out / RESULTS).read_text()
     assert len(before.splitlines()) == kept and before.endswith("\n")
     assert _records(out).items() <= _records(full).items()  # what was written survived, intact
-    done = subprocess.run([sys.executable, "-m", "r2a.cli", *args], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-m", "r2a_cli", *args], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     after = (out / RESULTS).read_text()
     assert after.startswith(before) and len(after.splitlines()) == 12  # the rerun ran exactly the other 8 jobs
@@ -347,8 +347,8 @@ def test_a_checkpoint_reaches_the_cluster_through_the_object_store(ray_cluster, 
     """The driver's checkpoint directory is deleted as soon as it has been shipped: the job succeeds only if the
     worker built its policy from the copy unpacked into its own cache."""
     import eval.ray_executor
-    from r2a.cli import main
     from r2a.vla.policy import BUILTIN_CHECKPOINT
+    from r2a_cli.main import main
     from r2a_core.provenance import sha256_dir
 
     address, cache = ray_cluster

@@ -22,7 +22,7 @@ from eval.episode_job import Job, JobResult
 from eval.frames import FrameStrip
 from eval.runner import append_result, report_from_dir
 from eval.view import write_view
-from r2a.cli import main
+from r2a_cli.main import main
 from r2a_core.errors import R2AInputError
 
 BASE, R2A = "builtin", "r2a-harmonize"

@@ -136,7 +136,7 @@ def test_calibration_seeds_stay_below_the_test_seeds():
 def test_calibrate_end_to_end_writes_levels_that_read_back(tmp_path, capsys):
     """Two knob values, two episodes, real MuJoCo: records, a fitted curve, the levels file and a resume."""
     from eval.calibration.run import RESULTS, load_calibration
-    from r2a.cli import main
+    from r2a_cli.main import main
 
     levels = tmp_path / "factors.yaml"
     shutil.copy(DEFAULT_FACTORS_YAML, levels)

@@ -1,27 +1,25 @@
-"""View canonicalization (r2a/canonicalize.py): the camera model agrees with the camera factor, the table-plane
-homography maps table points, the estimator recovers a known displacement of a synthetic scene, the policy never
-fails an episode or emits NaN, and the oracle's warp brings a real shifted MuJoCo view back to the clean one."""
+"""View canonicalization (r2a/observation/canonicalize/, camera geometry in r2a_core/camera.py): the camera factor
+moves the camera with the displacement the estimator searches over, the table-plane homography maps table points,
+the estimator recovers a known displacement of a synthetic scene, the policy never fails an episode or emits NaN,
+and the oracle's warp brings a real shifted MuJoCo view back to the clean one."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from r2a.canonicalize import (
-    CameraView,
+from r2a.observation.canonicalize import (
     CanonicalizedPolicy,
     CanonicalizeSettings,
     CanonReference,
-    Displacement,
     DisplacementEstimator,
     WarpMap,
     canonical_warp,
     load_reference,
-    pixel_displacement,
-    plane_homography,
     save_reference,
     scene_reference,
 )
+from r2a_core.camera import CameraView, Displacement, pixel_displacement, plane_homography
 
 HEIGHT = 0.8
 SIZE = (64, 64)
@@ -88,7 +86,9 @@ def synthetic_reference() -> CanonReference:
 
 # ------------------------------------------------------------------------------------------------------ geometry
 
-def test_displacement_composes_like_the_camera_factor() -> None:
+def test_the_camera_factor_moves_the_camera_by_the_displacement_canonicalization_searches() -> None:
+    """One implementation (r2a_core.camera.displaced_pose): the factor's sampled parameters and the estimator's
+    vector of the same displacement give the same camera, and the composition does what its parts say."""
     from sim.shifts.camera import shifted_pose
 
     clean = clean_view()
@@ -98,7 +98,27 @@ def test_displacement_composes_like_the_camera_factor() -> None:
     moved = Displacement.from_params(params).apply(clean, HEIGHT)
     np.testing.assert_allclose(moved.pos, pos, atol=1e-12)
     np.testing.assert_allclose(moved.rot, rot, atol=1e-12)
-    assert Displacement().apply(clean, HEIGHT).pos == pytest.approx(clean.pos)
+    np.testing.assert_allclose(moved.rot.T @ moved.rot, np.eye(3), atol=1e-12)
+    # the identity moves nothing, bit for bit
+    still = Displacement().apply(clean, HEIGHT)
+    np.testing.assert_array_equal(still.pos, clean.pos)
+    np.testing.assert_array_equal(still.rot, clean.rot)
+    # distance, elevation and orbit keep the pivot at the image centre; distance scales the range to it
+    pivot = clean.pivot(HEIGHT)
+    around = Displacement(orbit_deg=50.0, elevation_deg=10.0, distance_scale=1.5).apply(clean, HEIGHT)
+    np.testing.assert_allclose(around.pivot(HEIGHT), pivot, atol=1e-9)
+    assert np.linalg.norm(around.pos - pivot) == pytest.approx(1.5 * np.linalg.norm(clean.pos - pivot))
+    np.testing.assert_allclose(project(around, pivot[None])[0], np.array(SIZE[::-1]) / 2, atol=1e-6)
+    # an orbit keeps the height; the shift slides the camera along its own right and up axes, turning nothing
+    assert Displacement(orbit_deg=30.0).apply(clean, HEIGHT).pos[2] == pytest.approx(clean.pos[2])
+    slid = Displacement(shift_x_m=0.03, shift_y_m=-0.04).apply(clean, HEIGHT)
+    np.testing.assert_allclose(slid.pos - clean.pos, 0.03 * clean.rot[:, 0] - 0.04 * clean.rot[:, 1], atol=1e-12)
+    np.testing.assert_allclose(slid.rot, clean.rot, atol=1e-15)
+    # the look-away turns the view in place by its angle
+    turned = Displacement(look_x_deg=6.0, look_y_deg=8.0).apply(clean, HEIGHT)
+    np.testing.assert_array_equal(turned.pos, clean.pos)
+    angle = np.degrees(np.arccos(np.clip(turned.rot[:, 2] @ clean.rot[:, 2], -1, 1)))
+    assert angle == pytest.approx(10.0)
 
 
 def test_plane_homography_maps_table_points() -> None:
@@ -258,7 +278,7 @@ def test_oracle_warp_brings_a_real_shifted_view_back() -> None:
     """MuJoCo at 64 px (about 3 s): the oracle's warp of the camera factor's L3 view is closer to the clean view on
     the table (the lower half of the image) than the raw shifted view, and the oracle reads the clean pose at
     reset."""
-    from r2a.canonicalize import OracleCanonicalizedPolicy
+    from r2a.observation.canonicalize import OracleCanonicalizedPolicy
     from sim.envs.backends import make_sim
     from sim.envs.robosuite_env import SimConfig
     from sim.shifts import ShiftHooks

@@ -155,7 +155,7 @@ def test_field_docs_flatten_sections_for_the_help():
 
 
 #: the project's packages (docs/architecture.md, "The package rule")
-PACKAGES = ("r2a_core", "sim", "demos", "graph_builder", "r2a", "gating", "eval")
+PACKAGES = ("r2a_core", "sim", "demos", "graph_builder", "r2a", "training", "gating", "eval", "r2a_cli")
 
 
 def _project_configs() -> list[tuple[str, str]]:

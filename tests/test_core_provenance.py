@@ -15,6 +15,7 @@ from r2a_core.provenance import (
     command_line,
     cpu_features,
     git_state,
+    legacy_source_sha256,
     machine_info,
     package_versions,
     policy_artifacts,
@@ -22,6 +23,7 @@ from r2a_core.provenance import (
     sha256_dir,
     sha256_file,
     sha256_path,
+    source_digests,
 )
 
 
@@ -48,6 +50,27 @@ def test_file_and_directory_digests(tmp_path):
     (root / "c.txt").rename(root / "a.txt")
     (root / "sub" / "b.bin").write_bytes(b"\x00\x02")           # and content
     assert sha256_dir(root) != before
+
+
+def test_a_file_digest_is_what_sha256sum_prints(tmp_path):
+    path = tmp_path / "demos.hdf5"
+    path.write_bytes(bytes(range(256)) * 5000)
+    printed = subprocess.run(["sha256sum", str(path)], capture_output=True, text=True, check=True).stdout.split()[0]
+    assert sha256_file(path) == sha256_path(path) == printed
+
+
+def test_the_legacy_source_digest_is_still_recognized(tmp_path):
+    """What graph, VLA and retriever manifests recorded for a demo source until issue 47 (the shipped assets'
+    included): the file's name, then its bytes. A reader that compares a recorded source digest with a file accepts
+    it beside the plain one (source_digests)."""
+    path = tmp_path / "demos.hdf5"
+    path.write_bytes(b"episode bytes")
+    assert legacy_source_sha256(path) == hashlib.sha256(b"demos.hdf5" + b"episode bytes").hexdigest()
+    assert legacy_source_sha256(path) != sha256_file(path)
+    assert source_digests(path) == (sha256_file(path), legacy_source_sha256(path))
+    root = _tree(tmp_path / "dataset")
+    legacy = hashlib.sha256(b"a.txt" + b"alpha" + b"sub/b.bin" + b"\x00\x01").hexdigest()
+    assert source_digests(root) == (sha256_dir(root), legacy)
 
 
 def _git(repo, *args):

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from r2a.adapters.callable_policy import CallablePolicy
-from r2a.policies.dagger import LearnerControl, LearnerExecutor
 from r2a_core.errors import R2AInputError
+from training.dagger import LearnerControl, LearnerExecutor
 
 LABEL = np.zeros(7, np.float32)
 
@@ -168,7 +168,7 @@ def test_unknown_expert_variant_lists_the_valid_ones():
 def test_idle_learner_episode_keeps_expert_labels_and_training_keeps_the_failure(idle_learner, tmp_path):
     from demos.collect import CollectConfig, collect
     from demos.hdf5_io import read_hdf5
-    from r2a.vla.data import load_training_episodes
+    from training.vla.data import load_training_episodes
 
     out = tmp_path / "dagger.hdf5"
     result = collect(CollectConfig(task="Lift", episodes=1, out=out, seed=5, cameras=(),
@@ -215,7 +215,7 @@ def test_dagger_under_a_shift_records_the_shift_and_what_was_executed(idle_learn
 
 
 def r2a(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "r2a.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "r2a_cli", *args], capture_output=True, text=True)
 
 
 def test_policy_dagger_command_with_the_shipped_checkpoint(tmp_path):

@@ -13,7 +13,7 @@ pytest.importorskip("robosuite")
 
 
 def r2a(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "r2a.cli", *args], capture_output=True, text=True)
+    return subprocess.run([sys.executable, "-m", "r2a_cli", *args], capture_output=True, text=True)
 
 
 def test_collect_with_two_workers_then_info(tmp_path):

@@ -144,7 +144,7 @@ def test_two_process_ddp_training_on_gloo(tmp_path):
         port = s.getsockname()[1]
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_addr", "127.0.0.1",
            "--master_port", str(port),
-           "-m", "r2a.cli", "gate", "train", "--data", str(data), "--out", str(out), "--set", "epochs=3",
+           "-m", "r2a_cli", "gate", "train", "--data", str(data), "--out", str(out), "--set", "epochs=3",
            "--set", "holdout_every=3", "--set", "threads=1", "--set", "batch_size=16"]
     done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -213,7 +213,8 @@ def test_the_benchmark_refuses_a_gate_or_retriever_that_saw_its_seeds(tmp_path):
 
     ckpt = tmp_path / "gate"
     ckpt.mkdir()
-    (ckpt / "manifest.json").write_text(json.dumps({"provenance": {"data": [], "seeds": [20000, 100003]}}))
+    (ckpt / "manifest.json").write_text(json.dumps({"format": "r2a.gate.checkpoint", "version": 1,
+                                                    "provenance": {"data": [], "seeds": [20000, 100003]}}))
     config = BenchConfig(tasks=["Lift"], episodes=5, seed=100_000)
     with pytest.raises(R2AInputError, match=r"gate checkpoint .* trained on 1 of this run's seeds \(e.g. 100003\)"):
         check_split("r2a", {"gate": {"path": str(ckpt), "sha256": "x"}}, config)

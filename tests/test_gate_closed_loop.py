@@ -17,13 +17,13 @@ from graph_builder.build import build_graph_from_episodes
 from graph_builder.storage import save_graph
 from graph_builder.synthetic import synthetic_episodes
 from r2a.adapters.callable_policy import CallablePolicy
-from r2a.policies.dagger import LearnerControl, attach_gate_recorder
 from r2a.policies.oracles import oracle_gate
 from r2a.wrapper.build import build_r2a, load_r2a_config
 from r2a.wrapper.gate import closest_gate
 from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA, Episode
 from tests.test_r2a_wrapper import ScriptedBase, _obs
+from training.dagger import LearnerControl, attach_gate_recorder
 
 SEED = 67000  # a training seed
 
@@ -161,7 +161,7 @@ def test_rows_the_holding_rule_zeroes_are_left_out_of_training(tmp_path):
 def test_the_dagger_command_records_closed_loop_rows_of_the_published_variant(tmp_path):
     pytest.importorskip("robosuite")
     out = tmp_path / "rows.hdf5"
-    done = subprocess.run([sys.executable, "-m", "r2a.cli", "policy", "dagger", "--policy", "r2a-harmonize-hold",
+    done = subprocess.run([sys.executable, "-m", "r2a_cli", "policy", "dagger", "--policy", "r2a-harmonize-hold",
                            "--task", "Lift", "--episodes", "1", "--gate-rows", "--seed", str(SEED), "--out", str(out)],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-2000:]

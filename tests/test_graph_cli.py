@@ -7,8 +7,8 @@ reader when it exists.
 
 from __future__ import annotations
 
-import hashlib
 import json
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -17,7 +17,8 @@ import pytest
 
 from graph_builder.storage import load_graph
 from graph_builder.synthetic import line_episode, synthetic_episodes
-from r2a.cli import main
+from r2a_cli.main import main
+from r2a_core.provenance import sha256_dir
 
 
 def _seed_of(path: Path) -> str:
@@ -31,15 +32,10 @@ def _fake_load_episodes(path, load_images=True):
     return synthetic_episodes(1000, seed=int(spec))
 
 
-def _fake_fingerprint(path) -> str:
-    return hashlib.sha256(_seed_of(Path(path)).encode()).hexdigest()
-
-
 @pytest.fixture()
 def inputs(tmp_path, monkeypatch):
     fake = types.ModuleType("demos.dataset")
     fake.load_episodes = _fake_load_episodes
-    fake.source_fingerprint = _fake_fingerprint
     monkeypatch.setitem(sys.modules, "demos.dataset", fake)
     hdf5 = tmp_path / "a.hdf5"
     hdf5.write_text("1")
@@ -70,6 +66,9 @@ def test_build_mixed_inputs_then_info(tmp_path, inputs, capsys):
     assert code == 0 and info["verified"] is True
     assert info["counts"] == built["counts"]
     assert [s["path"] for s in info["sources"]] == [str(p) for p in inputs]
+    # a source file's recorded digest is its sha256sum; a dataset directory's, r2a_core.provenance.sha256_dir
+    sha256sum = subprocess.run(["sha256sum", str(inputs[0])], capture_output=True, text=True, check=True)
+    assert [s["sha256"] for s in info["sources"]] == [sha256sum.stdout.split()[0], sha256_dir(inputs[1])]
     assert info["index"]["type"] == "flat" and info["key"]["dims"] == 11
     assert info["size_mb"] > 0
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from r2a.harmonize import (
+from r2a.observation.harmonize import (
     CameraHarmonizer,
     HarmonizedPolicy,
     HarmonizeSettings,
@@ -228,8 +228,8 @@ def test_the_offline_check_scores_each_variant_against_the_clean_render_of_the_s
     zero without harmonization, the dimmed images move the chunk, and the episode's start map undoes most of it."""
     from demos.hdf5_io import write_hdf5
     from demos.image_stats import write_image_stats
-    from r2a.harmonize_check import harmonize_check, markdown_table
     from tests.conftest import make_episode
+    from training.harmonize_check import harmonize_check, markdown_table
 
     def scene(rng: np.random.Generator, length: int) -> np.ndarray:
         base = np.full((length, 32, 32, 3), 90.0)
@@ -265,7 +265,7 @@ def test_the_offline_check_scores_each_variant_against_the_clean_render_of_the_s
 
 
 def test_an_episode_summary_counts_the_queries_harmonized_per_camera():
-    from r2a.harmonize import summarize_harmonize
+    from r2a.observation.harmonize import summarize_harmonize
 
     reports = [{"agentview": {"active": True}, "wrist": {"active": False}},
                {"agentview": {"active": False}, "wrist": {"active": False}},

@@ -201,7 +201,7 @@ def test_shipped_liberoplus_configs_sample_every_runnable_family():
 def test_the_command_lists_the_families_without_the_package(monkeypatch, capsys):
     import argparse
 
-    from eval import cli
+    from r2a_cli import bench as cli
 
     monkeypatch.setattr("sim.envs.liberoplus_tasks.package_root", lambda required=True: None)
     assert cli._bench_liberoplus(argparse.Namespace(sample=None)) == 0
@@ -368,7 +368,7 @@ def test_a_camera_task_and_its_clean_twin_run_through_the_benchmark(tmp_path):
     config.write_text(f"name: lp_e2e\ntasks: [libero_spatial/0]\nfactors: {{}}\nepisodes: 1\nseed: 100000\n"
                       f"image_size: 64\nn_resamples: 1000\nliberoplus_tasks:\n  - libero_spatial/{task.name}\n")
     out = tmp_path / "run"
-    done = subprocess.run([sys.executable, "-m", "r2a.cli", "bench", "run", "--config", str(config), "--policy",
+    done = subprocess.run([sys.executable, "-m", "r2a_cli", "bench", "run", "--config", str(config), "--policy",
                            "expert", "--out", str(out)], capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-2000:]
     records = {r["factor"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from demos.lookahead import chain
-from r2a.vla.data import episode_chunk_targets
 from r2a_core.errors import R2AInputError
 from tests.conftest import make_episode
+from training.vla.data import episode_chunk_targets
 
 
 def test_chunk_targets_come_from_the_label_chunks_and_mask_past_their_horizon():
@@ -62,7 +62,7 @@ def test_when_the_expert_drives_the_lookahead_is_its_recorded_future(tmp_path):
 
 def test_an_idle_learner_gets_the_experts_own_plan_as_its_chunk(tmp_path, monkeypatch):
     """The recorded future of an idle learner repeats "go"; the lookahead shows the expert actually going."""
-    from r2a.policies.dagger import LearnerExecutor
+    from training.dagger import LearnerExecutor
 
     (tmp_path / "r2a_test_idle2.py").write_text("import numpy as np\n\ndef idle(obs):\n    return np.zeros(7)\n")
     monkeypatch.syspath_prepend(str(tmp_path))

@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("robosuite")
 
 from eval.perf.policy_latency import format_table, measure_policy_latency  # noqa: E402
-from r2a.cli import main  # noqa: E402
+from r2a_cli.main import main  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -150,8 +150,8 @@ def _held_out(tmp_path):
 
 def test_training_saves_a_versioned_checkpoint_and_resumes(graph, tmp_path):
     from r2a.retrieval.checkpoint import FORMAT, load_retriever
-    from r2a.retrieval.config import RetrieverTrainConfig
-    from r2a.retrieval.train import train_retriever
+    from training.retriever.config import RetrieverTrainConfig
+    from training.retriever.train import train_retriever
 
     demos = _held_out(tmp_path)
     tiny = ["base=callable:test_retrieval:constant_chunk", "hidden=16", "layers=2", "batch_size=4", "log_every=2",
@@ -182,15 +182,22 @@ def test_training_refuses_demos_that_are_in_the_graph(tmp_path):
     from demos.hdf5_io import write_hdf5
     from graph_builder.build import build_graph_from_paths
     from graph_builder.storage import save_graph
-    from r2a.retrieval.config import RetrieverTrainConfig
-    from r2a.retrieval.train import train_retriever
+    from r2a_core.provenance import legacy_source_sha256, sha256_file
+    from training.retriever.config import RetrieverTrainConfig
+    from training.retriever.train import train_retriever
 
     episodes = synthetic_episodes(600, seed=7, num_tasks=1, mean_length=80)
     for i, ep in enumerate(episodes):
         ep.images = make_episode(length=len(ep), seed=i, size=16).images
     path = write_hdf5(tmp_path / "demos.hdf5", episodes, env_args={"env_name": "synthetic"})
     graph = save_graph(build_graph_from_paths([path]), tmp_path / "g")
+    config = RetrieverTrainConfig.from_yaml(None, ["base=callable:test_retrieval:constant_chunk", "steps=1"])
     with pytest.raises(R2AInputError, match="one of the graph's sources"):
-        train_retriever(RetrieverTrainConfig.from_yaml(None, ["base=callable:test_retrieval:constant_chunk",
-                                                              "steps=1"]), graph, [path], tmp_path / "r",
-                        progress=False)
+        train_retriever(config, graph, [path], tmp_path / "r", progress=False)
+    # a graph built before issue 47 recorded its sources' name-salted digest (the shipped graphs do): still refused
+    manifest = json.loads((graph / "manifest.json").read_text())
+    assert manifest["sources"][0]["sha256"] == sha256_file(path)
+    manifest["sources"][0]["sha256"] = legacy_source_sha256(path)
+    (graph / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(R2AInputError, match="one of the graph's sources"):
+        train_retriever(config, graph, [path], tmp_path / "r", progress=False)

@@ -16,10 +16,10 @@ from graph_builder.synthetic import synthetic_episodes
 from r2a.adapters.keymap import ADAPTER_DIR, ActionMap, KeyMap, load_keymap
 from r2a.adapters.libero_convention import hand_quat_from_site, quat2axisangle
 from r2a.adapters.openpi_policy import OpenPIWebsocketPolicy, PolicyServerError
-from r2a.serve import cli as serve_cli
 from r2a.serve.policy_server import PolicyServer
 from r2a.serve.proxy import R2AProxyPolicy, build_proxy
 from r2a.wrapper.build import build_r2a, load_r2a_config
+from r2a_cli import serve as serve_cli
 from r2a_core.errors import R2AInputError
 from r2a_core.rotations import wxyz_to_xyzw
 from r2a_core.types import OSC_POSE_DELTA, PANDA_GRIPPER_MAX_OPENING
@@ -286,10 +286,10 @@ def test_unmap_actions_inverts_map_actions(model_dim):
 # ------------------------------------------------------------------------------------------------ command
 
 def test_r2a_serve_and_r2a_policy_serve_are_one_command(monkeypatch):
-    from r2a.cli import GROUPS
-    from r2a.policies import cli as policy_cli
+    from r2a_cli import policy as policy_cli
+    from r2a_cli.main import group_module
 
-    assert GROUPS["serve"][0] == "r2a.serve.cli"
+    assert group_module("serve") is serve_cli
     served = []
     monkeypatch.setattr(PolicyServer, "serve_forever", lambda self: served.append(self))
     argv = ["--policy", "callable:tests.test_adapters_openpi:hold_still", "--port", "0", "--api-key", "k",

@@ -10,9 +10,9 @@ import pytest
 from eval.bench_config import BenchConfig
 from eval.calibration.config import CalibrationConfig
 from gating.config import GateTrainConfig
-from r2a.retrieval.config import RetrieverTrainConfig
-from r2a.vla.train_config import TrainConfig
 from r2a.wrapper.config import R2AConfig, resolve_path
+from training.retriever.config import RetrieverTrainConfig
+from training.vla.config import TrainConfig
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 

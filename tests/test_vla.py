@@ -10,13 +10,13 @@ import pytest
 import torch
 
 from r2a.vla.checkpoint import MANIFEST, WEIGHTS, load_checkpoint, read_manifest
-from r2a.vla.data import build_arrays, chunk_targets, merge_arrays
 from r2a.vla.model import SpatialSoftmax, VLANet, VLANetConfig, expand_action_modes
-from r2a.vla.train import TrainConfig, losses, random_shift, train_policy
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.types import OSC_POSE_DELTA, STATE_STEP, image_key
 from tests.conftest import make_episode
+from training.vla.data import build_arrays, chunk_targets, merge_arrays
+from training.vla.train import TrainConfig, losses, random_shift, train_policy
 
 TINY = ["steps=6", "batch_size=8", "chunk=4", "n_action_steps=2", "image_size=16", "conv_channels=8",
         "keypoints=4", "hidden=32", "aux_weight=0", "log_every=2", "save_every=3", "warmup_steps=2",
@@ -233,7 +233,7 @@ def test_registry_builds_the_builtin_policy_from_a_path(tiny_checkpoint):
 
 
 def test_cli_info_describes_a_checkpoint(tiny_checkpoint, capsys):
-    from r2a.cli import main
+    from r2a_cli.main import main
 
     assert main(["policy", "info", str(tiny_checkpoint)]) == 0
     described = json.loads(capsys.readouterr().out)
@@ -314,8 +314,8 @@ def test_training_can_continue_from_a_checkpoint(tiny_checkpoint, tmp_path):
 
 def test_checkpoints_continued_from_one_start_average_and_others_are_refused(tiny_checkpoint, tmp_path):
     from demos.hdf5_io import write_hdf5
-    from r2a.policies.cli import build_parser, run
     from r2a.vla.checkpoint import average_checkpoints
+    from r2a_cli.policy import build_parser, run
 
     demos = write_hdf5(tmp_path / "d.hdf5", [make_episode(length=9, seed=0)], env_args={"env_name": "Lift"})
     train_policy(TrainConfig.from_yaml(None, TINY + ["steps=2", f"init_from={tiny_checkpoint}", "holdout_every=0",
@@ -336,7 +336,7 @@ def test_checkpoints_continued_from_one_start_average_and_others_are_refused(tin
 
 
 def test_task_weights_shift_the_sampling():
-    from r2a.vla.train import sampling_probabilities
+    from training.vla.train import sampling_probabilities
 
     episodes = [make_episode(length=10, seed=0, task="Lift"), make_episode(length=10, seed=2, task="Stack")]
     arrays = build_arrays(episodes, ("agentview", "wrist"), 16, 4, aux=False)
@@ -379,7 +379,7 @@ def test_the_shipped_libero_checkpoint_is_builtin_libero_and_knows_both_suites_p
 def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
     """Reading demo files in parallel processes gives exactly the arrays of reading them together."""
     from demos.hdf5_io import write_hdf5
-    from r2a.vla.data import load_training_arrays
+    from training.vla.data import load_training_arrays
 
     lift = [make_episode(length=9, seed=0), make_episode(length=7, seed=2)]
     stack = [make_episode(length=8, seed=4, task="Stack")]
@@ -409,8 +409,9 @@ def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
 def test_a_stopped_run_resumes_to_the_weights_of_one_that_never_stopped(tiny_checkpoint, tmp_path, monkeypatch):
     """A run killed mid-way (a session's end) resumes from its last save: same weights, average, optimizer and
     sampler, so the result is the uninterrupted run's, bit for bit; another config is refused."""
-    import r2a.vla.train as train
-    from r2a.vla.checkpoint import TRAIN_WEIGHTS, still_training
+    import training.vla.train as train
+    from r2a.vla.checkpoint import MANIFEST, TRAIN_WEIGHTS, still_training
+    from r2a_core.provenance import legacy_source_sha256, sha256_file
 
     demos = tiny_checkpoint.parent / "demos.hdf5"
     config = TrainConfig.from_yaml(None, TINY + ["save_every=2", f"prompts_from={tiny_checkpoint}"])
@@ -431,6 +432,13 @@ def test_a_stopped_run_resumes_to_the_weights_of_one_that_never_stopped(tiny_che
     with pytest.raises(R2AInputError, match="another config.*lr"):
         train_policy(TrainConfig.from_yaml(None, TINY + ["save_every=2", f"prompts_from={tiny_checkpoint}",
                                                          "lr=0.5"]), [demos], tmp_path / "stopped")
+    # a run stopped before issue 47 recorded its demos' name-salted digest: it resumes all the same
+    manifest = json.loads((tmp_path / "stopped" / MANIFEST).read_text())
+    assert manifest["provenance"]["sources"][0]["sha256"] == sha256_file(demos)
+    manifest["provenance"]["sources"][0]["sha256"] = legacy_source_sha256(demos)
+    (tmp_path / "stopped" / MANIFEST).write_text(json.dumps(manifest))
+    assert not train.same_sources([{**manifest["provenance"]["sources"][0], "sha256": "0" * 64}],
+                                  manifest["provenance"]["sources"][:1])
     summary = train_policy(config, [demos], tmp_path / "stopped")
     assert summary["steps"] == 6 and not still_training(tmp_path / "stopped")
     assert not (tmp_path / "stopped" / TRAIN_WEIGHTS).exists()  # the finished checkpoint ships the average only
@@ -462,7 +470,7 @@ def test_time_limited_training_anneals_and_stops(tiny_checkpoint, tmp_path, monk
 
 def test_time_jitter_moves_only_the_time_input_of_training_batches():
     from r2a.vla.features import time_feature
-    from r2a.vla.train import Batches, normalization_stats
+    from training.vla.train import Batches, normalization_stats
 
     arrays = build_arrays([make_episode(length=30, seed=0)], ("agentview", "wrist"), 16, 4, aux=False)
     data = Batches(arrays, normalization_stats(arrays), torch.zeros(1, 384), shift_pixels=0, time_jitter=5)
@@ -477,7 +485,7 @@ def test_time_jitter_moves_only_the_time_input_of_training_batches():
 
 
 def test_release_frames_are_the_steps_before_the_gripper_opens():
-    from r2a.vla.train import release_frames, sampling_probabilities
+    from training.vla.train import release_frames, sampling_probabilities
 
     episodes = [make_episode(length=10, seed=0), make_episode(length=10, seed=2)]
     for ep in episodes:
@@ -492,8 +500,8 @@ def test_release_frames_are_the_steps_before_the_gripper_opens():
 
 
 def test_on_policy_frames_can_be_sampled_more_often():
-    from r2a.policies.dagger import DAGGER_META_KEY
-    from r2a.vla.train import sampling_probabilities
+    from training.dagger import DAGGER_META_KEY
+    from training.vla.train import sampling_probabilities
 
     episodes = [make_episode(length=10, seed=0), make_episode(length=5, seed=2)]
     episodes[1].meta[DAGGER_META_KEY] = {"learner": "builtin", "beta": 0.1}

@@ -13,8 +13,8 @@ pytest.importorskip("robosuite")
 from demos.collect import CollectConfig, collect  # noqa: E402
 from eval.bench_config import BenchConfig  # noqa: E402
 from eval.runner import RESULTS, run_benchmark  # noqa: E402
-from r2a.vla.data import build_arrays, load_training_episodes  # noqa: E402
-from r2a.vla.train import TrainConfig, train_policy  # noqa: E402
+from training.vla.data import build_arrays, load_training_episodes  # noqa: E402
+from training.vla.train import TrainConfig, train_policy  # noqa: E402
 
 TINY = ["steps=4", "batch_size=8", "chunk=4", "n_action_steps=4", "image_size=16", "conv_channels=8",
         "keypoints=4", "hidden=32", "log_every=2", "save_every=4", "warmup_steps=1", "holdout_every=0",

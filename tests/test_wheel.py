@@ -1,6 +1,6 @@
 """`pip install .` gives a working r2a: the wheel carries every module, shipped config and asset, and installed in
 a fresh virtualenv — no checkout on sys.path, the working directory elsewhere — it finds them through
-importlib.resources: a shipped config by its bare name (``--config smoke``), an asset by the relative path the
+importlib.util.find_spec: a shipped config by its bare name (``--config smoke``), an asset by the relative path the
 shipped YAMLs give (``r2a/assets/r2a_gate``).
 
 The fast tests build the wheel (seconds) and check its file list and the installed package's lookups; the slow one
@@ -32,7 +32,7 @@ NOT_BUILT = shutil.ignore_patterns(".git", ".venv", "runs", "out", "data", "wand
                                    "__pycache__", ".pytest_cache", ".benchmarks", "tests", "docs")
 #: checkout folder → where its files lie in the wheel
 SHIPPED = {"configs": "r2a_configs", "r2a/assets": "r2a/assets"}
-CODE = ("r2a", "r2a_core", "sim", "graph_builder", "gating", "eval", "demos")
+CODE = ("r2a", "r2a_core", "sim", "demos", "graph_builder", "training", "gating", "eval", "r2a_cli")
 
 
 def _run(command: list[str], timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
@@ -96,8 +96,8 @@ from eval.bench_config import BenchConfig
 from eval.calibration.config import CalibrationConfig
 from gating.config import GateTrainConfig
 from graph_builder.config import GraphConfig
-from r2a.retrieval.config import RetrieverTrainConfig
-from r2a.vla.train_config import TrainConfig
+from training.retriever.config import RetrieverTrainConfig
+from training.vla.config import TrainConfig
 from r2a.wrapper.config import R2AConfig
 from r2a.adapters.keymap import ADAPTER_DIR, adapter_yaml
 from r2a.vla.policy import BUILTIN_CHECKPOINT

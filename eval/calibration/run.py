@@ -23,14 +23,14 @@ from eval.bench_config import BenchConfig
 from eval.calibration.config import CalibrationConfig
 from eval.calibration.fit import LogisticFit, Observation, choose_levels, fit_logistic, next_severities
 from eval.episode_job import Job, JobOptions, JobResult
-from eval.schema import CLEAN
+from eval.schema import CLEAN, RESULTS, RUN_FILE
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
 from r2a_core.provenance import collect_provenance
 
 log = logging.getLogger(__name__)
 
-RESULTS, RUN_FILE, RESULT_FILE = "results.jsonl", "run.json", "calibration.json"
+RESULT_FILE = "calibration.json"
 RUN_FORMAT = "r2a.calibration.run"
 RESULT_FORMAT, RESULT_VERSION = "r2a.calibration", 1
 #: the level a calibration job runs its factor at (its parameters come with the job)

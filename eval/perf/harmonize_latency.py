@@ -25,7 +25,7 @@ def measure_harmonize_latency(sizes: tuple[int, ...] = (64, 128), frames: int = 
                               seed: int = 0) -> dict[str, Any]:
     import torch
 
-    from r2a.harmonize import HarmonizedPolicy, HarmonizeSettings
+    from r2a.observation.harmonize import HarmonizedPolicy, HarmonizeSettings
     from r2a.vla.policy import BuiltinVLAPolicy
     from r2a.wrapper.config import resolve_path
     from r2a_core.visual_ood import load_image_stats, pooled_image_features

@@ -33,6 +33,7 @@ from eval.report.figures import ALL_REACHED_LABEL, FIGURES, write_figures
 from eval.report.markdown import MAX_ERRORS_LISTED, headline_md, render_markdown, uplift_md
 from eval.report.records import REQUIRED_FIELDS, JobKey, Record, dedupe_records, job_key, load_records, validate_record
 from eval.report.summary import build_summary, is_shown_pair, shown_pairs
+from eval.schema import SUMMARY
 from r2a_core.files import write_json_atomic, write_text_atomic
 
 
@@ -44,7 +45,7 @@ def write_report(out_dir: Path, summary: Mapping[str, Any]) -> list[Path]:
     """
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = [write_json_atomic(out_dir / "summary.json", summary)]
+    paths = [write_json_atomic(out_dir / SUMMARY, summary)]
     figures, omitted = write_figures(out_dir, summary)
     paths.append(write_text_atomic(out_dir / "report.md",
                                    render_markdown(summary, [p.name for p in figures], omitted)))

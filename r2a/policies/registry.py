@@ -255,7 +255,7 @@ R2A_DEFAULT_CONFIGS: dict[str, str] = {"r2a-libero": "configs/r2a/builtin_libero
 
 
 def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
-    from r2a.harmonize import HarmonizedPolicy, HarmonizeSettings
+    from r2a.observation.harmonize import HarmonizedPolicy, HarmonizeSettings
     from r2a.wrapper.config import resolve_path
     from r2a_core.visual_ood import load_image_stats
 
@@ -323,7 +323,7 @@ for _name, (_parts, _help) in ORACLES.items():
                                         "shifted camera pose to the clean one, 'oracle-canonicalize:BASE_SPEC'")
 def _oracle_canonicalize(ctx: PolicyContext) -> Policy:
     _require_sim(ctx, "oracle-canonicalize")
-    from r2a.canonicalize import OracleCanonicalizedPolicy
+    from r2a.observation.canonicalize import OracleCanonicalizedPolicy
 
     spec = _adapter_arg(ctx, "oracle-canonicalize", "the base policy's spec, e.g. oracle-canonicalize:builtin")
     return OracleCanonicalizedPolicy(make_policy(spec, ctx.sim, ctx.seed), ctx.sim)
@@ -333,7 +333,7 @@ def _oracle_canonicalize(ctx: PolicyContext) -> Policy:
                                  "displacement estimated from the episode's first frame (gated: clean views pass), "
                                  "'canonicalize:BASE_SPEC', e.g. canonicalize:builtin")
 def _canonicalize(ctx: PolicyContext) -> Policy:
-    from r2a.canonicalize import CanonicalizedPolicy, CanonicalizeSettings, load_reference
+    from r2a.observation.canonicalize import CanonicalizedPolicy, CanonicalizeSettings, load_reference
     from r2a.wrapper.config import resolve_path
 
     spec = _adapter_arg(ctx, "canonicalize", "the base policy's spec, e.g. canonicalize:builtin")

@@ -1,1 +1,2 @@
-"""The built-in vision-language-action policy: model, training, checkpoints and the frozen policy object."""
+"""The built-in vision-language-action policy at run time: the network, its checkpoint and the frozen policy object
+(its training: ``training/vla/``)."""

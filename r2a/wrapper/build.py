@@ -36,14 +36,14 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
     space = action_space or getattr(base, "action_space", None) or OSC_POSE_DELTA
     harmonize_artifacts = {}
     if config.harmonize.enabled:  # the base sees harmonized images; retrieval and the gate see the raw ones
-        from r2a.harmonize import HarmonizedPolicy
+        from r2a.observation.harmonize import HarmonizedPolicy
         from r2a_core.provenance import sha256_path
 
         stats_path = resolve_path(config.harmonize.image_stats)
         base = HarmonizedPolicy(base, _image_stats(str(stats_path)), config.harmonize)
         harmonize_artifacts = {"harmonize_stats": {"path": str(stats_path), "sha256": sha256_path(stats_path)}}
     if config.canonicalize.enabled:  # the base sees the view warped back to the training camera's; R2A sees raw
-        from r2a.canonicalize import CanonicalizedPolicy
+        from r2a.observation.canonicalize import CanonicalizedPolicy
         from r2a_core.provenance import sha256_path
 
         reference_path = resolve_path(config.canonicalize.reference)
@@ -154,7 +154,7 @@ def _gate_checkpoint(path: str) -> Any:
 
 @lru_cache(maxsize=4)
 def _canon_reference(path: str) -> Any:
-    from r2a.canonicalize import load_reference
+    from r2a.observation.canonicalize import load_reference
 
     return load_reference(path)
 
@@ -168,7 +168,7 @@ def _image_stats(path: str) -> Any:
 
 @lru_cache(maxsize=4)
 def _graph(path: str) -> tuple[Any, Any, str]:
-    from graph_builder import load_graph
+    from graph_builder.storage import load_graph
     from r2a.retrieval.motion import response_for
     from r2a_core.provenance import sha256_path
 

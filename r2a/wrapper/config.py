@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
-from r2a.canonicalize import CanonicalizeSettings
-from r2a.harmonize import HarmonizeSettings
+from r2a.observation.canonicalize import CanonicalizeSettings
+from r2a.observation.harmonize import HarmonizeSettings
 from r2a.retrieval.config import RetrievalSettings
 from r2a_core.config import TypedConfig, resolve_path, shipped_path
 from r2a_core.errors import R2AInputError

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
+from r2a_core.camera import camera_view_of
 from r2a_core.errors import R2AInputError
-from r2a_core.rotations import quat_to_matrix as quat_to_mat
 
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
@@ -271,12 +271,6 @@ class ArraySnapshot:
 
 
 def view_pivot(sim: "SimEnv", camera: str = "agentview") -> np.ndarray:
-    """Where the camera's optical axis meets the table plane: the scene centre the camera looks at."""
-    model = raw_model(sim)
-    cam = sim.sim.model.camera_name2id(camera)
-    pos, rot = np.array(model.cam_pos[cam]), quat_to_mat(model.cam_quat[cam])
-    forward = -rot[:, 2]  # MuJoCo cameras look along their −z axis
-    height = sim.table_height()
-    if forward[2] > -1e-3:  # looking level or up: fall back to a point 1 m ahead
-        return pos + forward
-    return pos + forward * (pos[2] - height) / -forward[2]
+    """Where the camera's optical axis meets the table plane: the scene centre the camera looks at
+    (:func:`r2a_core.camera.optical_axis_pivot`)."""
+    return camera_view_of(sim, camera).pivot(sim.table_height())

@@ -10,6 +10,8 @@ the lateral translation the pilot showed is needed, docs/architecture.md, "The s
 * ``shift_m`` — translate the camera in its own image plane (direction ``shift_dir_deg``), so the scene slides
   in the image instead of staying centred;
 * ``look_away_deg`` — rotate the view direction in place about an axis in the image plane (``look_dir_deg``).
+
+The composition is ``r2a_core/camera.py: displaced_pose``, which view canonicalization inverts.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from r2a_core.camera import AGENTVIEW, displaced_pose
 from r2a_core.errors import R2AInputError
-from r2a_core.rotations import matrix_to_quat, rotation_about
+from r2a_core.rotations import matrix_to_quat
 from r2a_core.rotations import quat_to_matrix as quat_to_mat
 from sim.shifts.base import (
     RANGE,
@@ -36,7 +39,7 @@ from sim.shifts.base import (
 if TYPE_CHECKING:  # pragma: no cover
     from sim.envs.robosuite_env import SimEnv
 
-CAMERA = "agentview"
+CAMERA = AGENTVIEW
 
 
 class CameraShift(ShiftFactor):
@@ -91,21 +94,10 @@ class CameraShift(ShiftFactor):
 
 def shifted_pose(pos: np.ndarray, rot: np.ndarray, pivot: np.ndarray,
                  params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The camera pose after the shift; ``rot``'s columns are the camera's x (right), y (up), z (backward)."""
-    pos = pivot + params["distance_scale"] * (pos - pivot)
-
-    axis = np.cross(pos - pivot, [0.0, 0.0, 1.0])  # horizontal; rotating about it by +θ raises the camera
-    if np.linalg.norm(axis) > 1e-6:
-        tilt = rotation_about(axis, np.deg2rad(params["elevation_deg"]))
-        pos, rot = pivot + tilt @ (pos - pivot), tilt @ rot
-
-    orbit = rotation_about(np.array([0.0, 0.0, 1.0]), np.deg2rad(params["orbit_deg"]))
-    pos, rot = pivot + orbit @ (pos - pivot), orbit @ rot
-
-    shift_dir = np.deg2rad(params["shift_dir_deg"])
-    pos = pos + params["shift_m"] * (np.cos(shift_dir) * rot[:, 0] + np.sin(shift_dir) * rot[:, 1])
-
-    look_dir = np.deg2rad(params["look_dir_deg"])
-    axis_in_camera = np.array([np.cos(look_dir), np.sin(look_dir), 0.0])
-    rot = rot @ rotation_about(axis_in_camera, np.deg2rad(params["look_away_deg"]))
-    return pos, rot
+    """The camera pose after the shift ``params`` describe (:func:`r2a_core.camera.displaced_pose`); ``rot``'s
+    columns are the camera's x (right), y (up), z (backward)."""
+    shift_dir, look_dir = np.deg2rad(params["shift_dir_deg"]), np.deg2rad(params["look_dir_deg"])
+    return displaced_pose(pos, rot, pivot, distance_scale=params["distance_scale"],
+                          elevation_deg=params["elevation_deg"], orbit_deg=params["orbit_deg"],
+                          shift_m=params["shift_m"], shift_dir=(np.cos(shift_dir), np.sin(shift_dir)),
+                          look_away_deg=params["look_away_deg"], look_dir=(np.cos(look_dir), np.sin(look_dir)))

@@ -25,17 +25,18 @@ import torch
 from torch_geometric.utils import softmax as segment_softmax
 from tqdm import tqdm
 
-from graph_builder import load_graph
+from graph_builder.storage import load_graph
 from r2a.retrieval.checkpoint import RetrieverCheckpoint, load_retriever, load_train_state, save_retriever
-from r2a.retrieval.config import RetrieverTrainConfig
 from r2a.retrieval.features import EDGE_FEATURE_DIM, NODE_FEATURE_DIM, QueryLayout
 from r2a.retrieval.gnn import RetrieverNet, RetrieverNetConfig
 from r2a.retrieval.motion import response_for
-from r2a.retrieval.queries import QuerySet, build_query_set, load_query_set, save_query_set
 from r2a.retrieval.retriever import Candidates, Retriever
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
+from r2a_core.provenance import legacy_source_sha256, sha256_path, source_digests
 from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
+from training.retriever.config import RetrieverTrainConfig
+from training.retriever.queries import QuerySet, build_query_set, load_query_set, save_query_set
 
 log = logging.getLogger(__name__)
 
@@ -123,11 +124,14 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     from demos.dataset import load_episodes
     from r2a.policies import make_policy
 
-    fingerprint = _inputs_fingerprint(config, graph, demo_paths)
+    fingerprint = _inputs_fingerprint(config, graph, [sha256_path(p) for p in demo_paths])
     cache = out / QUERY_CACHE
     if cache.is_file():
         cached = load_query_set(cache)
-        if cached.sources and cached.sources[0].get("fingerprint") == fingerprint:
+        key = cached.sources[0].get("fingerprint") if cached.sources else None
+        # a cache keyed before issue 47 holds the name-salted source digests (legacy_source_sha256): the same inputs
+        if key == fingerprint or key == _inputs_fingerprint(config, graph,
+                                                            [legacy_source_sha256(p) for p in demo_paths]):
             log.info("reusing %d queries from %s", len(cached), cache)
             return cached
     _refuse_graph_demos(graph, demo_paths)
@@ -141,25 +145,21 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     return queries
 
 
-def _inputs_fingerprint(config: RetrieverTrainConfig, graph, demo_paths: list[str | Path]) -> str:
-    from demos.dataset import source_fingerprint
-
+def _inputs_fingerprint(config: RetrieverTrainConfig, graph, source_digests: list[str]) -> str:
+    """The query cache's key: what the queries depend on, the demo files by their digests."""
     digest = hashlib.sha256()
     for part in (config.base, config.history, config.chunk_steps, config.executed_steps, config.frame_stride,
-                 graph.manifest.get("files", {}).get("arrays/node_key.npy", {}).get("sha256"),
-                 *[source_fingerprint(p) for p in demo_paths]):
+                 graph.manifest.get("files", {}).get("arrays/node_key.npy", {}).get("sha256"), *source_digests):
         digest.update(str(part).encode())
     return digest.hexdigest()[:16]
 
 
 def _refuse_graph_demos(graph, demo_paths: list[str | Path]) -> None:
-    """Held-out demos must not be in the graph (a query would find its own future there)."""
-    from demos.dataset import source_fingerprint
-
+    """Held-out demos must not be in the graph (a query would find its own future there). A graph built before
+    issue 47 recorded its sources' name-salted digests: either digest of a file names it."""
     in_graph = {s.get("sha256") for s in graph.manifest.get("sources", [])} - {None}
     for path in demo_paths:
-        digest = source_fingerprint(path)
-        if digest in in_graph:
+        if in_graph.intersection(source_digests(path)):
             raise R2AInputError(f"{path}: this file is one of the graph's sources; train the retriever on "
                                 "held-out demonstrations (the graph must not contain the query demos)")
 
@@ -320,8 +320,6 @@ def _resume(out: Path, net: RetrieverNet, optimizer: torch.optim.Optimizer,
 def _save(out: Path, net: RetrieverNet, optimizer: torch.optim.Optimizer, queries: QuerySet, retriever: Retriever,
           config: RetrieverTrainConfig, graph, history: list[dict[str, Any]], demo_paths: list[str | Path],
           step: int, train_rows: np.ndarray, final: bool = False) -> RetrieverCheckpoint:
-    from demos.dataset import source_fingerprint
-
     ckpt = RetrieverCheckpoint(
         net=net, layout=retriever.layout, settings=dict(config.retrieval.__dict__),
         executed_steps=config.executed_steps,
@@ -329,7 +327,7 @@ def _save(out: Path, net: RetrieverNet, optimizer: torch.optim.Optimizer, querie
                "node_key_sha256": graph.manifest.get("files", {}).get("arrays/node_key.npy", {}).get("sha256")},
         thresholds=calibrate_thresholds(queries, train_rows, retriever, copy.deepcopy(net).cpu().eval()),
         train_config=config.to_dict(),
-        provenance={"demos": [{"path": str(p), "sha256": source_fingerprint(p)} for p in demo_paths],
+        provenance={"demos": [{"path": str(p), "sha256": sha256_path(p)} for p in demo_paths],
                     "conditions": queries.conditions, "sources": queries.sources,
                     "seeds": sorted({int(s) for src in queries.sources for s in src.get("seeds", [])})},
         history=history)

@@ -29,6 +29,7 @@ from typing import Any
 
 from eval.bench_config import BenchConfig
 from eval.episode_job import SAVE_FRAMES
+from eval.schema import RESULTS
 from r2a_core.config import shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
@@ -369,7 +370,7 @@ def _exit_status(summary: dict, out: Path) -> int:
         return 0
     errors, missing = integrity.get("errors") or 0, integrity.get("missing") or 0
     print(f"r2a bench run: {valid} of {expected} episodes valid — {errors} errored (tracebacks: the 'traceback' "
-          f"field of their records in {Path(out) / 'results.jsonl'}; listed in {Path(out) / 'report.md'}), "
+          f"field of their records in {Path(out) / RESULTS}; listed in {Path(out) / 'report.md'}), "
           f"{missing} missing; run the same command again to retry them", file=sys.stderr)
     return 1
 

@@ -26,14 +26,14 @@ from r2a.vla.checkpoint import (
     save_checkpoint,
     still_training,
 )
-from r2a.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 from r2a.vla.features import AUX_SCALE, time_feature
 from r2a.vla.model import VLANet, best_scored, expand_action_modes
 from r2a.vla.text import PromptEmbedder
-from r2a.vla.train_config import TrainConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
 from r2a_core.types import OSC_POSE_DELTA
+from training.vla.config import TrainConfig
+from training.vla.data import TrainingArrays, load_training_arrays, merge_arrays
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def _resume(out: str | Path, config: TrainConfig, provenance: dict[str, Any], mo
         changed = sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
         raise R2AInputError(f"{out}: holds a run trained with another config ({', '.join(changed)} differ); "
                             "resume it with the same config or give a new --out")
-    if manifest.get("provenance", {}).get("sources") != provenance["sources"]:
+    if not same_sources(manifest.get("provenance", {}).get("sources"), provenance["sources"]):
         raise R2AInputError(f"{out}: holds a run trained on other demonstrations; resume it with the same --demos "
                             "or give a new --out")
     model.load_state_dict(load_file(str(Path(out) / TRAIN_WEIGHTS), device=str(device)))
@@ -294,6 +294,22 @@ def _resume(out: str | Path, config: TrainConfig, provenance: dict[str, Any], mo
     provenance["resumed_at"] = [*manifest["provenance"].get("resumed_at", []), int(state["step"])]
     log.info("resuming %s at step %d of %d", out, state["step"], config.steps)
     return int(state["step"]), float(state["optimized_s"]), history
+
+
+def same_sources(recorded: list[dict] | None, now: list[dict]) -> bool:
+    """Whether a checkpoint's recorded demo sources are ``now``'s: the same files, episodes and frames, each file's
+    sha256 as :func:`~r2a_core.provenance.sha256_path` gives it or — recorded before issue 47 — its name-salted
+    :func:`~r2a_core.provenance.legacy_source_sha256`."""
+    from r2a_core.provenance import legacy_source_sha256
+
+    if not isinstance(recorded, list) or len(recorded) != len(now):
+        return False
+    for old, new in zip(recorded, now):
+        if {k: v for k, v in old.items() if k != "sha256"} != {k: v for k, v in new.items() if k != "sha256"}:
+            return False
+        if old.get("sha256") != new.get("sha256") and old.get("sha256") != legacy_source_sha256(new["path"]):
+            return False
+    return True
 
 
 def _optimize(model: VLANet, optimizer: torch.optim.Optimizer, batch: dict[str, Any], config: TrainConfig,

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 
 from demos.replay import StateReplayer
-from r2a.policies.dagger import DAGGER_META_KEY
 from r2a.vla.features import proprio_vector
 from r2a_core.errors import R2AInputError
 from r2a_core.images import resize_image
 from r2a_core.types import Episode
+from training.dagger import DAGGER_META_KEY
 
 log = logging.getLogger(__name__)
 AUX_OBJECTS = 3
@@ -143,11 +143,12 @@ def learnable(ep: Episode) -> bool:
 
 def _successful_episodes(path: str | Path) -> tuple[list[Episode], dict]:
     """One source's learnable episodes and its provenance; a source without any only earns a warning."""
-    from demos.dataset import load_episodes, source_fingerprint
+    from demos.dataset import load_episodes
+    from r2a_core.provenance import sha256_path
 
     loaded = load_episodes(path, load_images=True)
     kept = [ep for ep in loaded if learnable(ep)]
-    source = {"path": str(path), "sha256": source_fingerprint(path), "episodes": len(kept),
+    source = {"path": str(path), "sha256": sha256_path(path), "episodes": len(kept),
               "skipped_failures": len(loaded) - len(kept), "frames": int(sum(len(e) for e in kept)),
               "on_policy_failures": sum(not ep.success for ep in kept)}
     log.info("%s: %d episodes, %d frames", path, len(kept), source["frames"])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from gating.config import GateTrainConfig
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
 
         config = GateTrainConfig.from_yaml(args.config, args.overrides)
         summary = train_gate(config, args.data, args.out, wandb_mode=args.wandb)
-        if int(__import__("os").environ.get("RANK", "0")) == 0:
+        if int(os.environ.get("RANK", "0")) == 0:
             print(json.dumps(summary, indent=1))
         return 0
     if args.command == "evaluate":
@@ -77,9 +78,9 @@ def run(args: argparse.Namespace) -> int:
 
 def _data(args: argparse.Namespace) -> int:
     from gating.data import build_gate_data, save_gate_data
-    from r2a.retrieval.offline import build_offline
     from r2a_core.provenance import sha256_path
     from r2a_core.visual_ood import load_image_stats
+    from training.retriever.offline import build_offline
 
     _, base, wrapper, episodes = build_offline(args.config, args.overrides, args.demos, args.dagger)
     scorer = load_image_stats(args.image_stats) if args.image_stats else None

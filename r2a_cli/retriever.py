@@ -6,7 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
-from r2a.retrieval.config import RetrieverTrainConfig
+from training.retriever.config import RetrieverTrainConfig
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -45,7 +45,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     if args.command == "train":
-        from r2a.retrieval.train import train_retriever
+        from training.retriever.train import train_retriever
 
         config = RetrieverTrainConfig.from_yaml(args.config, args.overrides)
         summary = train_retriever(config, args.graph, args.demos, args.out, wandb_mode=args.wandb)
@@ -66,9 +66,9 @@ def run(args: argparse.Namespace) -> int:
 def _evaluate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from r2a.retrieval.offline import build_offline, evaluate_episodes, markdown_table, summarize
     from r2a.wrapper.build import build_r2a
     from r2a_core.files import write_json_atomic, write_text_atomic
+    from training.retriever.offline import build_offline, evaluate_episodes, markdown_table, summarize
 
     config, base, gnn, recorded = build_offline(args.config, args.overrides, args.demos, args.dagger)
     knn = build_r2a(replace(config, retrieval=replace(config.retrieval, mode="knn"),

@@ -30,10 +30,10 @@ from tqdm import tqdm
 
 from r2a.retrieval.history import window_from_arrays
 from r2a.retrieval.motion import DELTA_EE_SCALE
-from r2a.retrieval.queries import base_chunks, condition_of
 from r2a.retrieval.retriever import Retriever
 from r2a.retrieval.synthesis import reference_chunk
 from r2a_core.types import ActionSpace, Episode
+from training.retriever.queries import base_chunks, condition_of
 
 log = logging.getLogger(__name__)
 

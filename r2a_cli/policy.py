@@ -9,11 +9,11 @@ import logging
 import sys
 from pathlib import Path
 
-from demos.cli import add_expert_argument, add_start_joint_noise_argument
-from r2a.harmonize import HarmonizeSettings
-from r2a.serve.cli import add_serve_arguments, serve
-from r2a.vla.train_config import TrainConfig
+from r2a.observation.harmonize import HarmonizeSettings
+from r2a_cli.demos import add_expert_argument, add_start_joint_noise_argument
+from r2a_cli.serve import add_serve_arguments, serve
 from r2a_core.types import CAMERAS
+from training.vla.config import TrainConfig
 
 HARMONIZE_STATS = HarmonizeSettings().image_stats
 
@@ -91,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _harmonize_check(args: argparse.Namespace) -> int:
-    from r2a.harmonize_check import harmonize_check, markdown_table
     from r2a.wrapper.config import resolve_path
     from r2a_core.files import write_json_atomic
+    from training.harmonize_check import harmonize_check, markdown_table
 
     rows = harmonize_check(args.policy, resolve_path(args.stats), args.clean, args.shifted, args.episodes, args.stride)
     if args.out is not None:
@@ -104,7 +104,7 @@ def _harmonize_check(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from r2a.vla.train import train_policy
+    from training.vla.train import train_policy
 
     config = TrainConfig.from_yaml(args.config, args.overrides)
     if args.val_demos:
@@ -116,7 +116,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def _dagger(args: argparse.Namespace) -> int:
     from demos.collect import CollectConfig, collect
-    from r2a.policies.dagger import LearnerExecutor
+    from training.dagger import LearnerExecutor
 
     executor = LearnerExecutor(args.policy, args.beta, gate_rows=args.gate_rows)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,

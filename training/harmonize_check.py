@@ -16,7 +16,7 @@ from typing import Any, Sequence
 import numpy as np
 from tqdm import tqdm
 
-from r2a.harmonize import HarmonizedPolicy, HarmonizeSettings
+from r2a.observation.harmonize import HarmonizedPolicy, HarmonizeSettings
 from r2a_core.errors import R2AInputError
 
 #: the variants compared: name → settings (None: the raw images)
@@ -37,9 +37,9 @@ def harmonize_check(policy_spec: str, stats_path: str | Path, clean: str | Path,
     (``trans_mm``, ``rot_deg``: [mean, lo, hi]) and the share of frames harmonized (``active``)."""
     from demos.image_stats import training_split_renders
     from r2a.policies import make_policy
-    from r2a.retrieval.offline import mean_ci
-    from r2a.retrieval.queries import chunks_of_observations
     from r2a_core.visual_ood import load_image_stats
+    from training.retriever.offline import mean_ci
+    from training.retriever.queries import chunks_of_observations
 
     if episodes < 1 or stride < 1 or steps < 1:
         raise R2AInputError(f"--episodes, --stride and --steps must be >= 1, got {episodes}, {stride}, {steps}")
@@ -87,7 +87,7 @@ def _paired(shifted: list, clean: list, path: str | Path) -> list:
 def _replay(episode: Any, settings: HarmonizeSettings | None, stats: Any, stride: int) -> tuple[list, list]:
     """Every ``stride``-th observation of ``episode`` as the base would receive it, and per frame whether any
     camera was harmonized; every frame passes through the harmonizer, in order, from a reset."""
-    from r2a.retrieval.queries import frame_observation
+    from training.retriever.queries import frame_observation
 
     harmonizer = None if settings is None else HarmonizedPolicy(_NoBase(), stats, settings)
     observations, active = [], []
@@ -104,7 +104,7 @@ def _replay(episode: Any, settings: HarmonizeSettings | None, stats: Any, stride
 
 
 def _deviation(chunk: np.ndarray, clean_chunk: np.ndarray, steps: int) -> tuple[float, float]:
-    from r2a.retrieval.offline import chunk_errors
+    from training.retriever.offline import chunk_errors
 
     return chunk_errors(np.asarray(chunk)[:steps], np.asarray(clean_chunk)[:steps])
 
