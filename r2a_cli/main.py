@@ -22,6 +22,7 @@ GROUPS: dict[str, str] = {
     "serve": "serve a policy over openpi's protocol, or R2A as a proxy in front of a VLA server",
     "retriever": "train the GNN retriever, inspect it, measure whether its reference helps",
     "gate": "build gate training data, train the learned gate, inspect gate checkpoints",
+    "fit": "fit R2A's parts (graph, retriever, gate, statistics, config) to a base policy, resumably",
     "bench": "shift benchmark and performance benchmarks",
 }
 
@@ -42,6 +43,8 @@ def group_module(group: str) -> ModuleType:
         from r2a_cli import retriever as module
     elif group == "gate":
         from r2a_cli import gate as module
+    elif group == "fit":
+        from r2a_cli import fit as module
     elif group == "bench":
         from r2a_cli import bench as module
     else:

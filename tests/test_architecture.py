@@ -22,11 +22,12 @@ ALLOWED = {
     "r2a": {"r2a_core", "demos", "graph_builder"},
     "training": {"r2a_core", "sim", "demos", "graph_builder", "r2a"},
     "gating": {"r2a_core", "sim", "demos", "graph_builder", "r2a", "training"},
-    "eval": {"r2a_core", "sim", "demos", "graph_builder", "r2a", "training", "gating"},
-    "r2a_cli": {"r2a_core", "sim", "demos", "graph_builder", "r2a", "training", "gating", "eval"},
+    "fit": {"r2a_core", "sim", "demos", "graph_builder", "r2a", "training", "gating"},
+    "eval": {"r2a_core", "sim", "demos", "graph_builder", "r2a", "training", "gating", "fit"},
+    "r2a_cli": {"r2a_core", "sim", "demos", "graph_builder", "r2a", "training", "gating", "fit", "eval"},
 }
 #: the learning floors: what a deployment never loads
-LEARNING = ("training", "gating")
+LEARNING = ("training", "gating", "fit")
 #: r2a/'s own floors, from the bottom: a subpackage may import those on the floors below its own, never a sibling on
 #: its floor or one above (the parts; R2A, which composes retrieval and the observation wrappers; the registry that
 #: builds any policy by name; the server and proxy around a built policy)

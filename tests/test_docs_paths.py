@@ -17,7 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 #: the documents whose paths are checked (pyproject.toml: its comments only)
 DOCUMENTS = ("docs/architecture.md", "docs/extending.md", "pyproject.toml")
-TOP_LEVEL = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith("."))
+#: the checkout's own top-level folders (not what a run left there: runs/, data/ are ignored by git)
+TOP_LEVEL = sorted(p.name for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(".")
+                   and p.name not in ("runs", "data", "out", "build", "wandb"))
 _PATH = re.compile(r"(?<![\w./-])(?:\.\./)?((?:%s)/[\w./<>*…-]*)" % "|".join(map(re.escape, TOP_LEVEL)))
 _GYM_ID = re.compile(r"^r2a/[\w*]+-v\d+$")
 

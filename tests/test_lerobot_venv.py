@@ -143,7 +143,7 @@ def test_served_from_the_lerobot_venv_driven_from_here(lerobot_run):
 
     log = lerobot_run["run"] / "serve.log"
     with open(log, "w") as stderr:  # the training run directory (not the checkpoint's) stands for its last checkpoint
-        server = subprocess.Popen([str(PYTHON), "-m", "r2a.cli", "serve", "--policy", f"lerobot:{lerobot_run['run']}",
+        server = subprocess.Popen([str(PYTHON), "-m", "r2a_cli", "serve", "--policy", f"lerobot:{lerobot_run['run']}",
                                    "--port", "0"], env=_venv_env(), cwd=REPO, stderr=stderr)
     try:
         found, deadline = None, time.monotonic() + 60

@@ -23,8 +23,35 @@ log = logging.getLogger(__name__)
 
 
 def load_r2a_config(path: str | Path | None = None, overrides: list[str] | None = None) -> R2AConfig:
-    """The config at ``path`` (default ``configs/r2a/builtin.yaml``) with ``section.field=value`` overrides."""
-    return R2AConfig.from_yaml(path if path is not None else DEFAULT_CONFIG, overrides)
+    """The config at ``path`` (default ``configs/r2a/builtin.yaml``) with ``section.field=value`` overrides.
+
+    ``path`` may be a directory holding ``r2a.yaml`` (what ``r2a fit`` writes); part paths that start with ``./`` or
+    ``../`` are relative to the config file's folder, so a fitted directory works from anywhere and can be moved."""
+    if path is not None and Path(path).is_dir():
+        if not (Path(path) / FITTED_CONFIG).is_file():
+            raise R2AInputError(f"{path}: a directory without {FITTED_CONFIG} (give an R2A config file, or a "
+                                "directory made by 'r2a fit')")
+        path = Path(path) / FITTED_CONFIG
+    config = R2AConfig.from_yaml(path if path is not None else DEFAULT_CONFIG, overrides)
+    return _parts_beside(config, resolve_path(path).parent) if path is not None else config
+
+
+#: the config file inside a directory made by ``r2a fit``
+FITTED_CONFIG = "r2a.yaml"
+
+
+def _parts_beside(config: R2AConfig, folder: Path) -> R2AConfig:
+    """Part paths written ``./NAME`` (or ``../NAME``) made relative to ``folder`` (the config file's)."""
+    from dataclasses import replace
+
+    def beside(value: str | None) -> str | None:
+        return str(folder / value) if value is not None and value.startswith(("./", "../")) else value
+
+    return replace(config, graph=beside(config.graph), retriever=beside(config.retriever),
+                   gate=replace(config.gate, checkpoint=beside(config.gate.checkpoint),
+                                image_stats=beside(config.gate.image_stats)),
+                   harmonize=replace(config.harmonize, image_stats=beside(config.harmonize.image_stats)),
+                   canonicalize=replace(config.canonicalize, reference=beside(config.canonicalize.reference)))
 
 
 def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None = None) -> Any:

@@ -1,0 +1,321 @@
+"""``r2a fit``: one base policy in, R2A's parts out, step by step and resumable.
+
+R2A's parts are specific to the policy they wrap — the retriever learns from its chunks, the gate from where it goes
+wrong — so a user with their own VLA fits them to it. The pipeline, one timed stage per step, each a call into the
+module that owns it (the same recipe as ``r2a/assets/R2A_ASSETS.md``):
+
+1. ``graph``: expert demonstrations per task (or the user's files), state only → the motion graph;
+2. ``heldout``: expert demonstrations held out of the graph, with cameras, and their re-renders under the
+   training-split shifts (only the pictures change);
+3. ``retriever``: the GNN retriever trained on the base's chunks at those frames;
+4. ``statistics``: the image statistics of the gate's image signal (agentview) and of harmonization (both cameras,
+   every level of the image factors);
+5. ``gate``: the learned gate on the held-out rows, then ``dagger_rounds`` online rounds — the wrapper with the
+   current gate drives under the training-split shifts, the scripted expert labels every state with its own next
+   8 actions, and the gate is retrained on all rows;
+6. ``config``: ``OUT/r2a.yaml``, the R2A config that wraps the base with these parts (``--policy r2a:OUT``).
+
+A step whose output exists is skipped, so a stopped fit resumes where it stopped (the trainers resume inside their
+own directories). ``OUT/fit.json`` (``r2a.fit`` v1) records the config, the base, each step's time, the demo files'
+and the parts' sha256 — and every seed is a training seed (:mod:`fit.config`).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import time
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from tqdm import tqdm
+
+from fit.config import FitConfig
+from r2a_core.errors import R2AInputError
+from r2a_core.files import atomic_dir, read_manifest_json, write_json_atomic, write_text_atomic
+
+log = logging.getLogger(__name__)
+
+FIT_FORMAT, FIT_VERSION = "r2a.fit", 1
+MANIFEST, R2A_CONFIG = "fit.json", "r2a.yaml"
+#: the fitted parts inside OUT (what OUT/r2a.yaml names, relative to itself)
+GRAPH, RETRIEVER, GATE = "graph", "retriever", "gate"
+IMAGE_STATS, HARMONIZE_STATS = "image_stats.json", "harmonize_stats.json"
+#: work files (demonstrations, re-renders, rollouts, training runs): not needed to run the fitted R2A
+WORK = "work"
+#: the files of a finished training run that a checkpoint consists of
+CHECKPOINT_FILES = ("manifest.json", "model.safetensors", "train_summary.json")
+#: what the trainers write once their last step is done (a run without it resumes)
+FINISHED = "train_summary.json"
+STEPS = ("graph", "heldout", "retriever", "statistics", "gate", "config")
+
+
+def fit(config: FitConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
+    """Fit R2A's parts to ``config.base`` into ``out`` (resuming what is there); returns the manifest."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = _start_manifest(config, out)
+    fitting = Fitting(config, out, progress)
+    stages: dict[str, Callable[[], list[Path]]] = {
+        "graph": fitting.graph, "heldout": fitting.heldout, "retriever": fitting.retriever,
+        "statistics": fitting.statistics, "gate": fitting.gate, "config": fitting.write_config}
+    for name in tqdm(STEPS, desc="r2a fit", unit="step", disable=not progress):
+        start = time.perf_counter()
+        log.info("r2a fit: %s", name)
+        outputs = stages[name]()
+        done = manifest["steps"].get(name, {})
+        manifest["steps"][name] = {"seconds": round(done.get("seconds", 0.0) + time.perf_counter() - start, 1),
+                                   "outputs": [str(p.relative_to(out)) for p in outputs]}
+        write_json_atomic(out / MANIFEST, manifest)
+    manifest["sources"] = {"graph_demos": _digests(fitting.graph_files())}
+    manifest["parts"] = _digests([out / GRAPH, out / RETRIEVER, out / GATE, out / IMAGE_STATS, out / HARMONIZE_STATS])
+    write_json_atomic(out / MANIFEST, manifest)
+    return manifest
+
+
+def _start_manifest(config: FitConfig, out: Path) -> dict[str, Any]:
+    """The manifest of a new fit, or of the fit ``out`` holds — which must have been started with this config."""
+    path = out / MANIFEST
+    if path.exists():
+        manifest = read_manifest_json(out, MANIFEST, FIT_FORMAT, "version", (FIT_VERSION,), "an r2a fit directory")
+        if manifest.get("config") != config.to_dict():
+            changed = sorted(k for k, v in config.to_dict().items() if manifest.get("config", {}).get(k) != v)
+            raise R2AInputError(f"{out}: holds a fit started with another config (differs in {', '.join(changed)}); "
+                                "resume it with the same config or give a new --out")
+        return manifest
+    if any(out.iterdir()):
+        raise R2AInputError(f"{out}: exists and holds no {MANIFEST}; give an empty or new --out")
+    from r2a_core.provenance import collect_provenance
+
+    return {"format": FIT_FORMAT, "version": FIT_VERSION, "base": config.base, "config": config.to_dict(),
+            "provenance": collect_provenance(), "steps": {}}
+
+
+def _digests(paths: Iterable[Path]) -> dict[str, str]:
+    from r2a_core.provenance import sha256_path
+
+    return {str(p): sha256_path(p) for p in paths if p.exists()}
+
+
+def task_file(task: str, suffix: str = "") -> str:
+    """``libero_spatial/3`` → ``libero_spatial_3.hdf5`` (``suffix`` before the extension)."""
+    return f"{task.replace('/', '_')}{suffix}.hdf5"
+
+
+class Fitting:
+    """The steps of one fit (each returns what it made; an output that exists is kept)."""
+
+    def __init__(self, config: FitConfig, out: Path, progress: bool) -> None:
+        self.config, self.out, self.progress = config, out, progress
+        self.work = out / WORK
+        self.demos = self.work / "demos"
+
+    # ------------------------------------------------------------------------------------------------ steps
+    def graph(self) -> list[Path]:
+        graph = self.out / GRAPH
+        files = self.graph_files()
+        if not self.config.graph_demos:
+            for task, path in zip(self.config.tasks, files):
+                self._collect(task, path, self.config.graph_episodes, self.config.graph_seed, cameras=())
+        if not graph.exists():
+            from graph_builder.build import build_graph_from_paths
+            from graph_builder.config import load_config
+            from graph_builder.storage import save_graph
+
+            save_graph(build_graph_from_paths([str(p) for p in files], load_config(None, []), self.progress), graph)
+        return [graph]
+
+    def graph_files(self) -> list[Path]:
+        if self.config.graph_demos:
+            return [Path(p) for p in self.config.graph_demos]
+        return [self.demos / "graph" / task_file(t) for t in self.config.tasks]
+
+    def heldout(self) -> list[Path]:
+        c = self.config
+        for task in c.tasks:
+            self._collect(task, self.heldout_file(task), c.heldout_episodes, c.heldout_seed)
+        jobs = [(_rerender, dict(source=self.heldout_file(t), out=self.shifted_file(t, s), shift=s, seed=c.shift_seed))
+                for t in c.tasks for s in c.shifts]
+        first = c.tasks[0]
+        jobs += [(_rerender, dict(source=self.heldout_file(first), out=self.level_file(first, f, level),
+                                  shift=f"{f}:{level}", seed=c.shift_seed))
+                 for f in c.harmonize_factors for level in (1, 2, 3)]
+        self._parallel(jobs, "re-render")
+        return [self.heldout_file(t) for t in c.tasks] + [job[1]["out"] for job in jobs]
+
+    def retriever(self) -> list[Path]:
+        final = self.out / RETRIEVER
+        if not final.exists():
+            from training.retriever.config import RetrieverTrainConfig
+            from training.retriever.train import train_retriever
+
+            config = RetrieverTrainConfig.from_yaml(self.config.retriever_config,
+                                                    [f"base={self.config.base}",
+                                                     f"steps={self.config.retriever_steps}"])
+            run = self.work / "runs" / "retriever"
+            train_retriever(config, self.out / GRAPH, [str(p) for p in self.query_files()], run,
+                            progress=self.progress)
+            _ship(run, final)
+        return [final]
+
+    def statistics(self) -> list[Path]:
+        from demos.image_stats import write_image_stats
+
+        heldout = [self.heldout_file(t) for t in self.config.tasks]
+        gate_stats, harmonize_stats = self.out / IMAGE_STATS, self.out / HARMONIZE_STATS
+        if not gate_stats.exists():
+            write_image_stats(heldout, gate_stats, ("agentview",), clean=heldout,
+                              shifted=[self.shifted_file(t, s) for t in self.config.tasks for s in self.config.shifts])
+        if not harmonize_stats.exists():
+            first = self.config.tasks[0]
+            levels = [self.level_file(first, f, lv) for f in self.config.harmonize_factors for lv in (1, 2, 3)]
+            write_image_stats(heldout, harmonize_stats, ("agentview", "wrist"), clean=heldout, shifted=levels)
+        return [gate_stats, harmonize_stats]
+
+    def gate(self) -> list[Path]:
+        """Gate v1 on the held-out rows, then the DAgger rounds; the last round's gate is the fitted one."""
+        runs, final = self.work / "runs", self.out / GATE
+        gate = self._train_gate(runs / "gate_v1", runs / "gate_rows0.npz", dagger=[])
+        for k in range(1, self.config.dagger_rounds + 1):
+            files = self._dagger_round(k, gate)
+            gate = self._train_gate(runs / f"gate_dagger{k}", runs / f"gate_rows{k}.npz", dagger=files)
+        if not final.exists():
+            _ship(gate, final)
+        return [final]
+
+    def write_config(self) -> list[Path]:
+        """``OUT/r2a.yaml``: the R2A config around the base with the fitted parts (paths relative to itself)."""
+        import yaml
+
+        from r2a.wrapper.config import R2AConfig
+
+        parts = [f"base={self.config.base}", f"graph=./{GRAPH}", f"retriever=./{RETRIEVER}", "gate.kind=learned",
+                 f"gate.checkpoint=./{GATE}", f"gate.image_stats=./{IMAGE_STATS}",
+                 f"harmonize.image_stats=./{HARMONIZE_STATS}"]
+        config = R2AConfig.from_yaml(self.config.r2a_config, parts + list(self.config.deploy))  # ./ kept as written
+        text = yaml.safe_dump(config.to_dict(), sort_keys=False)
+        header = (f"# R2A around {self.config.base}, fitted by `r2a fit` ({MANIFEST} beside this file says how):\n"
+                  f"# --policy r2a:{self.out} (or r2a:{self.out / R2A_CONFIG}); paths starting with ./ are relative to "
+                  "this file.\n")
+        path = self.out / R2A_CONFIG
+        write_text_atomic(path, header + text)
+        return [path]
+
+    # ---------------------------------------------------------------------------------------------- helpers
+    def heldout_file(self, task: str) -> Path:
+        return self.demos / "heldout" / task_file(task)
+
+    def shifted_file(self, task: str, shift: str) -> Path:
+        return self.demos / "heldout_shift" / task_file(task, "_" + shift.replace(":", ""))
+
+    def level_file(self, task: str, factor: str, level: int) -> Path:
+        return self.demos / "heldout_levels" / task_file(task, f"_{factor}{level}")
+
+    def query_files(self) -> list[Path]:
+        """The retriever's and the gate's held-out frames: clean and under each training-split shift."""
+        return ([self.heldout_file(t) for t in self.config.tasks]
+                + [self.shifted_file(t, s) for t in self.config.tasks for s in self.config.shifts])
+
+    def fitting_config(self) -> Path:
+        """The R2A config the parts are fitted with: the template with this fit's base, graph and retriever (the
+        gate and its image statistics are each round's, set where a round's wrapper drives)."""
+        path = self.work / "r2a_fitting.yaml"
+        if not path.exists():
+            import yaml
+
+            from r2a.wrapper.build import load_r2a_config
+
+            config = load_r2a_config(self.config.r2a_config, [
+                f"base={self.config.base}", f"graph={(self.out / GRAPH).resolve()}",
+                f"retriever={(self.out / RETRIEVER).resolve()}"])
+            write_text_atomic(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        return path
+
+    def _collect(self, task: str, path: Path, episodes: int, seed: int, cameras: tuple[str, ...] | None = None,
+                 **extra: Any) -> None:
+        if path.exists():
+            return
+        from demos.collect import CollectConfig, collect
+        from r2a_core.types import CAMERAS
+
+        collect(CollectConfig(task=task, episodes=episodes, out=path, seed=seed, workers=self.config.workers,
+                              image_size=self.config.image_size, cameras=CAMERAS if cameras is None else cameras,
+                              start_joint_noise=self.config.start_joint_noise, **extra), progress=self.progress)
+
+    def _parallel(self, jobs: list[tuple[Callable[..., Any], dict[str, Any]]], what: str) -> None:
+        """Run the jobs whose output is missing, ``workers`` at once, each in its own process (a simulator each)."""
+        todo = [(fn, kwargs) for fn, kwargs in jobs if not Path(kwargs["out"]).exists()]
+        if not todo:
+            return
+        with ProcessPoolExecutor(self.config.workers, mp_context=get_context("spawn")) as pool:
+            futures = [pool.submit(fn, **kwargs) for fn, kwargs in todo]
+            for future in tqdm(futures, desc=what, unit="file", disable=not self.progress):
+                future.result()  # a failed job raises here; what finished stays for the resume
+
+    def _train_gate(self, run: Path, rows: Path, dagger: list[Path]) -> Path:
+        if not (run / FINISHED).exists():
+            self._gate_rows(rows, dagger)
+            from gating.config import GateTrainConfig
+            from gating.train import train_gate
+
+            config = GateTrainConfig.from_yaml(self.config.gate_config, [f"threads={self.config.gate_threads}",
+                                                                         *self.config.gate_overrides])
+            train_gate(config, [rows], run, progress=self.progress)
+        return run
+
+    def _gate_rows(self, rows: Path, dagger: list[Path]) -> None:
+        if rows.exists():
+            return
+        from gating.data import build_gate_data, save_gate_data
+        from r2a_core.provenance import sha256_path
+        from r2a_core.visual_ood import load_image_stats
+        from training.retriever.offline import build_offline
+
+        _, base, wrapper, episodes = build_offline(self.fitting_config(), [], [str(p) for p in self.query_files()],
+                                                   [str(p) for p in dagger])
+        stats = self.out / IMAGE_STATS
+        data = build_gate_data(episodes, wrapper, base, load_image_stats(stats), progress=self.progress)
+        data["meta"]["image_stats"] = {"path": str(stats), "sha256": sha256_path(stats)}
+        save_gate_data(data, rows)
+
+    def _dagger_round(self, k: int, gate: Path) -> list[Path]:
+        c = self.config
+        learner = (f"r2a:{self.fitting_config()}?gate.image_stats={(self.out / IMAGE_STATS).resolve()}"
+                   f"&gate.checkpoint={gate.resolve()}")
+        folder = self.work / "dagger" / f"round{k}"
+        jobs = [(_dagger, dict(task=t, out=folder / task_file(t, "_" + s.replace(":", "")), learner=learner, shift=s,
+                               episodes=c.dagger_episodes, seed=c.dagger_seed + 1000 * k, image_size=c.image_size,
+                               start_joint_noise=c.start_joint_noise))
+                for s in c.dagger_shifts for t in c.rollout_tasks]
+        self._parallel(jobs, f"DAgger round {k}")
+        files = [folder.parent / f"round{j}" / Path(kwargs["out"]).name for j in range(1, k + 1) for _, kwargs in jobs]
+        return [f for f in files if f.exists()]
+
+
+def _ship(run: Path, final: Path) -> None:
+    """Copy a finished training run's checkpoint files (not its resume state) into ``final``, atomically."""
+    with atomic_dir(final) as tmp:
+        for name in CHECKPOINT_FILES:
+            if (run / name).exists():
+                shutil.copyfile(run / name, tmp / name)
+
+
+def _rerender(source: Path, out: Path, shift: str, seed: int) -> None:
+    from demos.rerender import rerender_file
+
+    rerender_file(source, out, shift=shift, seed=seed, progress=False)
+
+
+def _dagger(task: str, out: Path, learner: str, shift: str, episodes: int, seed: int, image_size: int,
+            start_joint_noise: float) -> None:
+    from demos.collect import CollectConfig, collect
+    from training.dagger import LearnerExecutor
+
+    collect(CollectConfig(task=task, episodes=episodes, out=out, seed=seed, workers=1, image_size=image_size,
+                          executor=LearnerExecutor(learner, 0.0), lookahead=8, shift=shift,
+                          start_joint_noise=start_joint_noise), progress=False)
+
+
+__all__ = ["FIT_FORMAT", "FIT_VERSION", "Fitting", "fit"]

@@ -1,0 +1,84 @@
+"""``r2a fit`` end to end at toy scale on the built-in base (real MuJoCo, real training of every part), the result
+wrapped by ``--policy r2a:OUT``; its config's seed rule and its resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+from fit.config import FitConfig
+from r2a_core.errors import R2AInputError
+
+pytest.importorskip("robosuite")
+
+TOY = dict(base="builtin", tasks=["Lift"], graph_episodes=3, heldout_episodes=2, image_size=64, shifts=["light:2"],
+           harmonize_factors=["light"], retriever_steps=4, dagger_rounds=1, dagger_shifts=["camera:2"],
+           dagger_episodes=1, workers=1, gate_overrides=["holdout_every=2", "epochs=3"])
+
+
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    from fit.pipeline import fit
+
+    out = tmp_path_factory.mktemp("fit") / "lift"
+    config = FitConfig.from_dict(TOY)
+    return config, out, fit(config, out, progress=False)
+
+
+def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
+    from demos.rollout import run_episode
+    from r2a.policies import make_policy
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+
+    config, out, manifest = fitted
+    assert list(manifest["steps"]) == ["graph", "heldout", "retriever", "statistics", "gate", "config"]
+    for part in ("graph/manifest.json", "retriever/model.safetensors", "gate/model.safetensors", "image_stats.json",
+                 "harmonize_stats.json", "r2a.yaml", "work/dagger/round1/Lift_camera2.hdf5"):
+        assert (out / part).exists(), part
+    assert set(manifest["parts"]) == {str(out / p) for p in ("graph", "retriever", "gate", "image_stats.json",
+                                                              "harmonize_stats.json")}
+    assert manifest["base"] == "builtin" and manifest["config"] == config.to_dict()
+    gate = json.loads((out / "gate" / "manifest.json").read_text())
+    assert max(gate["provenance"]["seeds"]) < 100_000  # training seeds only, DAgger round 1's among them
+    moved = out.parent / "moved"  # the fitted directory works from anywhere: its paths are relative to r2a.yaml
+    shutil.copytree(out, moved)
+    sim = make_sim(SimConfig(task="Lift", image_size=64))
+    try:
+        policy = make_policy(f"r2a:{moved}", sim, 0)
+        _, summary = run_episode(sim, policy, seed=7, record=False, max_steps=24)
+    finally:
+        sim.close()
+    assert summary["steps"] == 24 and np.isfinite(summary["trace"]["ee_pos"]).all()
+    artifacts = policy.metadata["artifacts"]
+    assert {"graph", "retriever", "gate", "harmonize_stats"} <= set(artifacts), artifacts
+    assert all(artifacts[k]["path"].startswith(str(moved)) for k in ("graph", "retriever", "gate", "harmonize_stats"))
+
+
+def test_a_fit_resumes_and_refuses_another_config_in_its_directory(fitted):
+    from fit.pipeline import fit
+
+    config, out, manifest = fitted
+    again = fit(config, out, progress=False)  # every output exists: nothing is redone
+    assert again["steps"]["gate"]["outputs"] == manifest["steps"]["gate"]["outputs"]
+    with pytest.raises(R2AInputError, match="another config .*retriever_steps"):
+        fit(FitConfig.from_dict({**TOY, "retriever_steps": 5}), out, progress=False)
+
+
+@pytest.mark.parametrize("field, value, what", [("heldout_seed", 99_999, "heldout_seed"),
+                                                 ("dagger_seed", 99_000, "dagger_seed \\(round 1\\)"),
+                                                 ("shift_seed", 100_000, "shift_seed")])
+def test_a_fit_never_draws_a_test_seed(field, value, what):
+    with pytest.raises(R2AInputError, match=f"{what}: draws seeds .*training seeds only"):
+        FitConfig.from_dict({**TOY, field: value, "heldout_episodes": 2})
+
+
+def test_the_shipped_fit_configs_load():
+    from r2a_core.config import shipped_path
+
+    for path in sorted(shipped_path("configs/fit").glob("*.yaml")):
+        config = FitConfig.from_yaml(path)
+        assert config.tasks and all(last < 100_000 for _, _, last in config.seed_ranges()), path
