@@ -332,3 +332,58 @@ def test_proxy_latency_smoke():
     table = format_table({"rows": [], "base": {"query_ms_p50": 1.0, "query_ms_p99": 1.0, "per_step_ms_p50": 1.0},
                           "proxy": row, "target_p99_ms_at_100k": 2.0, "machine": {"cpu": "cpu", "load_avg": [0.0]}})
     assert "| client → R2A proxy → base server |" in table
+
+
+def test_the_proxy_serves_the_published_r2a_an_episode_step_for_step_as_in_process():
+    """The same Lift episode under light:3 (harmonization fires), r2a-harmonize-hold with the shipped parts around
+    the built-in VLA served over openpi's protocol: in-process (base openpi:ws://…) and behind `r2a serve
+    --upstream` (openpi's client → proxy → the same server) — every executed action and every diagnostic equal."""
+    pytest.importorskip("robosuite")
+    from demos.rollout import run_episode
+    from r2a.policies import make_policy
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+    from sim.shifts import ShiftHooks
+
+    spec = "r2a-harmonize-hold"
+    base_server = PolicyServer(make_policy("builtin"), port=0)
+    base_url = f"ws://127.0.0.1:{base_server.start()}"
+    proxy = build_proxy(spec, base_url, KeyMap.identity(), connect_timeout=5)
+    proxy_server = PolicyServer(proxy, port=0, metadata=proxy.metadata)
+    proxy_url = f"ws://127.0.0.1:{proxy_server.start()}"
+    sim = make_sim(SimConfig(task="Lift", image_size=64))
+    runs = {}
+    try:
+        for name, policy_spec in (("in-process", f"{spec}:?base=openpi:{base_url}"), ("proxy", f"openpi:{proxy_url}")):
+            policy = make_policy(policy_spec, sim, 0)
+            steps: list[tuple[np.ndarray, dict | None]] = []
+            observer = lambda s, steps=steps: steps.append(  # noqa: E731
+                (s.executed.copy(), None if s.reply is None else {k: s.reply.get(k) for k in ("r2a", "harmonize")}))
+            _, summary = run_episode(sim, policy, seed=100_003, record=False, max_steps=64,
+                                     hooks=ShiftHooks("light", 3), observer=observer)
+            policy.close()
+            runs[name] = (summary, steps)
+    finally:
+        sim.close()
+        proxy_server.stop()
+        proxy.close()
+        base_server.stop()
+    (ours, ours_steps), (theirs, theirs_steps) = runs["in-process"], runs["proxy"]
+    assert ours["steps"] == theirs["steps"] == len(ours_steps) == len(theirs_steps)
+    np.testing.assert_array_equal(ours["trace"]["ee_pos"], theirs["trace"]["ee_pos"])
+    for (a, da), (b, db) in zip(ours_steps, theirs_steps):
+        np.testing.assert_array_equal(a, b)
+        assert (da is None) == (db is None)
+        if da is not None:
+            assert json_equal(da, db)
+    fired = [d["harmonize"] for _, d in ours_steps if d is not None and d.get("harmonize")]
+    assert fired and any(cam.get("active") for h in fired for cam in h.values())  # the images were harmonized
+
+
+def json_equal(a, b) -> bool:
+    import json
+
+    def plain(x):
+        return json.loads(json.dumps(x, default=lambda v: np.asarray(v).tolist()))
+
+    return plain(a) == plain(b)

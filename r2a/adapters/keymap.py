@@ -166,6 +166,24 @@ class KeyMap:
             out.update({k: v for k, v in obs.items() if k not in used and k not in out})
         return out
 
+    def map_present(self, obs: Mapping[str, Any]) -> dict[str, Any]:
+        """The model keys :meth:`map_obs` would write from the keys ``obs`` holds itself (images; states whose every
+        source it holds, nothing derived; copies; with ``keep_unmapped`` the rest) — what a wrapper changed, to
+        overlay on a client's own observation (the R2A proxy forwards harmonized images this way)."""
+        out: dict[str, Any] = {}
+        for key, spec in self.images.items():
+            if spec.source in obs:
+                out[key] = transform_image(obs[spec.source], spec, f"{self.source}: images.{key}")
+        for key, sources in self.state.items():
+            if all(s in obs for s in sources):
+                out[key] = np.concatenate([np.asarray(obs[s], dtype=self.state_dtype).reshape(-1) for s in sources])
+        out.update({key: obs[src] for key, src in self.copy.items() if src in obs})
+        if self.keep_unmapped:
+            used = {s.source for s in self.images.values()} | set(self.copy.values())
+            used |= {s for sources in self.state.values() for s in sources}
+            out.update({k: v for k, v in obs.items() if k not in used and k not in out})
+        return out
+
     def _get(self, obs: Mapping[str, Any], key: str, target: str) -> Any:
         """``obs[key]``, or the derived key computed from what ``obs`` has (a derived key may need another)."""
         chain: list[str] = []
@@ -221,6 +239,17 @@ class KeyMap:
                 ours, inverse = INVERSE_DERIVED[key]
                 if ours not in out:
                     out[ours] = inverse(np.asarray(value, np.float64))
+        return out
+
+    def unmap_images(self, model_obs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Our images recovered from a model observation: each mapped image with its flip undone (each flip is its
+        own inverse), at the size the model gets (a resize cannot be undone)."""
+        out: dict[str, np.ndarray] = {}
+        for key, spec in self.images.items():
+            if key in model_obs:
+                image = transform_image(model_obs[key], ImageMap(source=key, flip=spec.flip),
+                                        f"{self.source}: images.{key}")
+                out[spec.source] = image
         return out
 
     def _targets(self) -> set[str]:

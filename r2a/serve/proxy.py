@@ -10,9 +10,15 @@ format (the adapter YAML, e.g. ``configs/adapters/openpi_libero.yaml``, describe
    **required**; a request without them is answered ``bad request: …`` naming the model key that should carry
    them — and ``prompt`` and ``state/step`` when the adapter maps them (optional: without a prompt retrieval
    uses every task of the graph; without a step the wrapper assumes the client executes every action it
-   returns). Images never reach R2A;
-2. the wrapper asks its base, which sends the client's observation upstream **unchanged** and maps the reply's
-   actions into r2a's action space (``actions:`` of the adapter);
+   returns) — and the camera images (:meth:`~r2a.adapters.keymap.KeyMap.unmap_images`: the adapter's flip
+   undone, at the size the model gets), which the gate's image signal and observation harmonization read;
+2. the wrapper asks its base — with harmonization on, through the harmonizer, as in-process — which sends the
+   client's observation upstream with what the wrapper changed mapped back into it
+   (:meth:`~r2a.adapters.keymap.KeyMap.map_present`: harmonized images; with r2a's own keys also the base's
+   clock after start-pose recovery), everything else **unchanged**, and maps the reply's actions into r2a's action
+   space (``actions:`` of the adapter). So the proxy serves the same R2A as in-process: with r2a's own keys
+   (``KeyMap.identity()``) an episode through the proxy is the in-process episode step for step
+   (tests/test_serve_proxy.py); with a resizing adapter R2A reads the images at the model's size;
 3. the blended actions (``executed_steps`` of them, or one during start-pose recovery, when the upstream is not
    asked) are mapped back to the client's format (:meth:`~r2a.adapters.keymap.KeyMap.unmap_actions`); the
    upstream reply's other keys pass through (its ``server_timing`` as ``upstream_server_timing``), plus
@@ -35,9 +41,9 @@ import numpy as np
 from r2a.adapters.keymap import KeyMap
 from r2a.adapters.openpi_policy import RESET_METADATA
 from r2a.serve.policy_server import BadRequest
-from r2a.serve.upstream import CLIENT_OBS, UPSTREAM_ACTIONS, UpstreamPolicy
+from r2a.serve.upstream import CLIENT_OBS, CLIENT_OURS, UPSTREAM_ACTIONS, UpstreamPolicy
 from r2a_core.errors import R2AInputError
-from r2a_core.types import OSC_POSE_DELTA, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP
+from r2a_core.types import OSC_POSE_DELTA, PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, image_key
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +51,8 @@ log = logging.getLogger(__name__)
 REQUIRED = {STATE_EE_POS: 3, STATE_EE_QUAT: 4, STATE_GRIPPER: 1}
 #: what it uses when the adapter recovers it
 OPTIONAL = (PROMPT, STATE_STEP)
+#: our camera images' keys (``images/<camera>``): the gate's image signal and harmonization read them
+IMAGE_PREFIX = image_key("")
 
 
 class R2AProxyPolicy:
@@ -76,7 +84,7 @@ class R2AProxyPolicy:
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         ours = self.r2a_observation(obs)
         self._new_episode_check(ours)
-        out = self.wrapper.infer({**ours, CLIENT_OBS: obs})
+        out = self.wrapper.infer({**ours, CLIENT_OBS: obs, CLIENT_OURS: dict(ours)})
         model_chunk = out.pop(UPSTREAM_ACTIONS, None)
         out["actions"] = self.keymap.unmap_actions(out["actions"], self.action_space, model_chunk)
         if "server_timing" in out:
@@ -101,7 +109,9 @@ class R2AProxyPolicy:
             if value.size != size:
                 raise BadRequest(f"{key} (from {where}) has {value.size} numbers, expected {size}")
             recovered[key] = value.reshape(()) if size == 1 else value.reshape(size)
-        return {k: recovered[k] for k in (*REQUIRED, *OPTIONAL) if k in recovered}
+        images = {k: v for k, v in recovered.items() if k.startswith(IMAGE_PREFIX)}
+        images.update(self.keymap.unmap_images(obs))
+        return {**{k: recovered[k] for k in (*REQUIRED, *OPTIONAL) if k in recovered}, **images}
 
     def _new_episode_check(self, ours: dict[str, Any]) -> None:
         prompt, step = ours.get(PROMPT), ours.get(STATE_STEP)

@@ -3,8 +3,9 @@
 :class:`UpstreamPolicy` is :class:`~r2a.adapters.openpi_policy.OpenPIWebsocketPolicy` with three differences:
 
 * the request is the client's raw observation, which :class:`~r2a.serve.proxy.R2AProxyPolicy` passes under
-  :data:`CLIENT_OBS` inside the observation the R2A wrapper hands its base (without that key it maps our
-  observation through the key map, like its parent);
+  :data:`CLIENT_OBS` inside the observation the R2A wrapper hands its base, with the model keys of what the
+  wrapper's chain changed mapped back over it (harmonized images; without that key it maps our observation
+  through the key map, like its parent);
 * the reply is checked: a map with ``"actions"``, an ``(H, model_dim)`` numeric chunk, every value finite —
   anything else raises :class:`~r2a.serve.policy_server.UpstreamError` naming what is wrong, as does an upstream
   that is down, fails or times out. The proxy's server answers that with an ``upstream error: …`` text frame
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 #: observation key under which the client's raw observation reaches the upstream policy (never sent anywhere)
 CLIENT_OBS = "__r2a_client_obs__"
+#: observation key under which the proxy keeps what it recovered from the client (to see what the wrapper changed)
+CLIENT_OURS = "__r2a_client_ours__"
 #: reply key holding the upstream's own action chunk, before mapping (the proxy removes it)
 UPSTREAM_ACTIONS = "__r2a_upstream_actions__"
 
@@ -55,7 +58,10 @@ class UpstreamPolicy(OpenPIWebsocketPolicy):
 
     def infer(self, obs: dict[str, Any]) -> dict[str, Any]:
         raw = obs.get(CLIENT_OBS)
-        request = raw if isinstance(raw, dict) else self.keymap.map_obs(obs)
+        if isinstance(raw, dict):  # the client's own observation, with what the wrapper changed mapped back in
+            request = {**raw, **self.keymap.map_present(changed_keys(obs))}
+        else:
+            request = self.keymap.map_obs(obs)
         try:
             reply = self._exchange(packb(request))
         except (R2AInputError, PolicyServerError, ConnectionClosed, OSError) as err:
@@ -93,6 +99,23 @@ class UpstreamPolicy(OpenPIWebsocketPolicy):
             raise UpstreamError(f"upstream {self.url} replied with {bad} non-finite action value(s) of "
                                 f"{chunk.size}")
         return {**reply, "actions": self.action_space.clip(chunk), UPSTREAM_ACTIONS: np.asarray(model_chunk)}
+
+
+def changed_keys(obs: dict[str, Any]) -> dict[str, Any]:
+    """Our keys whose values the wrapper's chain changed from what the proxy recovered from the client (under
+    :data:`CLIENT_OURS`): harmonized images, the base's clock after start-pose recovery."""
+    before = obs.get(CLIENT_OURS) or {}
+    return {k: v for k, v in obs.items()
+            if k not in (CLIENT_OBS, CLIENT_OURS) and (k not in before or not _same(v, before[k]))}
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        a, b = np.asarray(a), np.asarray(b)
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+    return type(a) is type(b) and a == b
 
 
 def _what_failed(err: Exception, url: str) -> str:
