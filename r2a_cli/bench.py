@@ -93,6 +93,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
     _add_view_parser(sub)
+    _add_export_parser(sub)
     perf = sub.add_parser("perf", help="performance benchmarks")
     perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy,retrieval,harmonize,sim}")
     graph = perf_sub.add_parser("graph", help="graph build scale benchmark on synthetic demonstrations",
@@ -144,6 +145,20 @@ def _add_view_parser(sub: Any) -> None:
     view.add_argument("--frames", choices=FRAME_CHOICES, default="changed",
                       help="which saved frame strips to copy beside the page: of the pairs whose outcome differs "
                            "(default), of every pair, or none")
+
+
+def _add_export_parser(sub: Any) -> None:
+    from eval.export import columns_help
+
+    export = sub.add_parser("export", help="a results directory as flat tables: one row per episode, one per "
+                                           "(policy, factor, level) cell and per factor (CSV and/or JSON)",
+                            formatter_class=argparse.RawDescriptionHelpFormatter, epilog=columns_help())
+    export.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                        help="a results directory of 'r2a bench run' or 'r2a bench merge'")
+    export.add_argument("--csv", type=Path, default=None, metavar="DIR",
+                        help="write DIR/episodes.csv and DIR/cells.csv")
+    export.add_argument("--json", type=Path, default=None, metavar="FILE",
+                        help="write both tables and their column docs as one JSON file (r2a.bench.export v1)")
 
 
 def _add_perf_harmonize_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -270,6 +285,11 @@ def run(args: argparse.Namespace) -> int:
         from eval.merge import merge_runs
 
         _print_headline(merge_runs(args.out, args.runs, args.base_policy), args.out)
+        return 0
+    if args.command == "export":
+        from eval.export import export_run
+
+        print(json.dumps(export_run(args.run_dir, args.csv, args.json)))
         return 0
     if args.command == "view":
         from eval.view import write_view
