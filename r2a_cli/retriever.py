@@ -26,6 +26,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="override a config field (value parsed as YAML); repeatable")
     train.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
                        help="log the losses to Weights & Biases")
+    match = sub.add_parser("task-match", help="fit task matching by meaning (task_match.min_similarity, "
+                                              "min_margin) on training paraphrases: no paraphrase to a wrong task")
+    match.add_argument("--graph", required=True, type=Path, metavar="DIR", help="the motion graph whose tasks match")
+    match.add_argument("--paraphrases", default=None, metavar="YAML",
+                       help="training paraphrases per task (default: configs/task_match/train_paraphrases.yaml; "
+                            "paraphrases of tasks outside the graph must match none)")
+    match.add_argument("--out", type=Path, default=None, metavar="JSON", help="also write the fit and its grid here")
     info = sub.add_parser("info", help="print a retriever checkpoint's manifest summary as JSON")
     info.add_argument("dir", type=Path)
     ev = sub.add_parser("evaluate", help="offline: errors of the base chunk, the GNN and kNN references and "
@@ -51,6 +58,8 @@ def run(args: argparse.Namespace) -> int:
         summary = train_retriever(config, args.graph, args.demos, args.out, wandb_mode=args.wandb)
         print(json.dumps(summary, indent=1))
         return 0
+    if args.command == "task-match":
+        return _task_match(args)
     if args.command == "info":
         from r2a.retrieval.checkpoint import read_manifest
 
@@ -82,4 +91,20 @@ def _evaluate(args: argparse.Namespace) -> int:
     table = markdown_table(rows)
     write_text_atomic(Path(args.out).with_suffix(".md"), table)
     print(table, end="")
+    return 0
+
+
+def _task_match(args: argparse.Namespace) -> int:
+    from graph_builder.storage import load_graph
+    from r2a.retrieval.retriever import instruction_tasks
+    from r2a_core.config import resolve_path
+    from r2a_core.files import write_json_atomic
+    from training.task_match import TRAIN_PARAPHRASES, fit_task_match, load_paraphrases
+
+    graph = load_graph(args.graph)
+    tasks = {graph.tasks[task]: text for text, task in instruction_tasks(graph).items()}
+    result = fit_task_match(tasks, load_paraphrases(resolve_path(args.paraphrases or TRAIN_PARAPHRASES)))
+    if args.out is not None:
+        write_json_atomic(args.out, {"graph": str(args.graph), **result})
+    print(json.dumps({k: v for k, v in result.items() if k != "grid"}, indent=1))
     return 0

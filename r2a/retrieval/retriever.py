@@ -77,7 +77,7 @@ class Retriever:
         self.net, self.executed_steps = net, executed_steps
         self.arrays = graph.arrays
         self.neighbourhoods = Neighbourhoods(self.arrays["edge_index"], graph.num_nodes)
-        self._task_of_prompt = {text: graph.tasks[task] for text, task in _instruction_tasks(graph).items()}
+        self._task_of_prompt = {text: graph.tasks[task] for text, task in instruction_tasks(graph).items()}
         self._node_task = self.arrays["node_task"]
         for task in range(len(graph.tasks)):  # per-task seed indexes, built now rather than at the first query
             graph.task_index(task)
@@ -111,6 +111,11 @@ class Retriever:
             self.fast_net = FastRetrieverNet(self.net)
 
     # ------------------------------------------------------------------------------------------ queries
+    @property
+    def instructions(self) -> list[str]:
+        """The graph's instructions that name exactly one task (what a prompt is matched against)."""
+        return list(self._task_of_prompt)
+
     def task_of(self, prompt: str | None) -> str | None:
         """The graph task whose instruction is exactly ``prompt``, else None (paraphrases, unknown tasks)."""
         return self._task_of_prompt.get(prompt) if prompt is not None else None
@@ -318,7 +323,7 @@ def _restrict(sub: Subgraph, keep: np.ndarray) -> Subgraph:
                     seeds=int(keep[: sub.seeds].sum()))
 
 
-def _instruction_tasks(graph: MotionGraph) -> dict[str, int]:
+def instruction_tasks(graph: MotionGraph) -> dict[str, int]:
     """Instruction text → task id, for instructions that belong to exactly one task."""
     demo_task, demo_instr = graph.arrays["demo_task"], graph.arrays["demo_instruction"]
     pairs: dict[str, set[int]] = {}

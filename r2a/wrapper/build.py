@@ -110,10 +110,15 @@ def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None 
         max_entropy = thresholds.get("max_entropy", 1.0) if config.retrieval.mode == "gnn" else 1.0
     recovery = StartPoseRecovery(graph, config.recovery, space, _steady_gains(response)) \
         if config.recovery.enabled else None
+    matcher = None
+    if config.task_match.mode == "meaning" or config.task_match.unknown == "base":
+        from r2a.wrapper.task_match import TaskMatcher
+
+        matcher = TaskMatcher(retriever.instructions, config.task_match)
     parts = WrapperParts(retriever=retriever, response=response, gate=gate, action_space=space,
                          executed_steps=config.executed_steps, conversion=config.conversion,
                          max_seed_distance=float(max_seed), max_entropy=float(max_entropy), recovery=recovery,
-                         max_gate=max_gate, holding_scale=config.gate.holding_scale)
+                         max_gate=max_gate, holding_scale=config.gate.holding_scale, task_matcher=matcher)
     return R2APolicy(base, parts, metadata={"config": config.to_dict(), "artifacts": artifacts})
 
 

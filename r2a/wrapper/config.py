@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 from r2a.observation.canonicalize import CanonicalizeSettings
 from r2a.observation.harmonize import HarmonizeSettings
 from r2a.retrieval.config import RetrievalSettings
+from r2a.wrapper.task_match import TaskMatchSettings
 from r2a_core.config import TypedConfig, resolve_path, shipped_path
 from r2a_core.errors import R2AInputError
 
@@ -104,6 +105,7 @@ class R2AConfig(TypedConfig):
     canonicalize: CanonicalizeSettings = field(default_factory=CanonicalizeSettings)
     recovery: RecoverySettings = field(default_factory=RecoverySettings)
     fallback: FallbackSettings = field(default_factory=FallbackSettings)
+    task_match: TaskMatchSettings = field(default_factory=TaskMatchSettings)
 
     def validate(self) -> None:
         if self.executed_steps < 1:
@@ -115,6 +117,9 @@ class R2AConfig(TypedConfig):
             raise R2AInputError(f"gate: need 0 <= translation, rotation <= max_gate <= 1, got {g}")
         if not 0 <= g.holding_scale <= 1:
             raise R2AInputError(f"gate.holding_scale must be in [0, 1], got {g.holding_scale}")
+        t = self.task_match
+        if not -1 <= t.min_similarity <= 1 or t.min_margin < 0:
+            raise R2AInputError(f"task_match: need -1 <= min_similarity <= 1 and min_margin >= 0, got {t}")
         if g.kind in ("learned", "fixed") and not g.checkpoint:
             raise R2AInputError(f"gate.kind is '{g.kind}' but gate.checkpoint names no gate checkpoint")
 

@@ -33,6 +33,8 @@ from r2a.wrapper.gate import Gate, GateInputs, bound_gate, holding_rule
 from r2a.wrapper.learned_gate import GateInputError
 from r2a.wrapper.recovery import StartPoseRecovery
 from r2a.wrapper.sources import GateSource, ReferenceSource
+from r2a.wrapper.task_match import TaskMatcher
+from r2a.wrapper.task_match import summary as match_summary
 from r2a_core.policy import Policy
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace
 
@@ -41,6 +43,8 @@ log = logging.getLogger(__name__)
 #: fallback reasons (the values of ``result["r2a"]["fallback"]``)
 BASE_NONFINITE, BASE_FALLBACK, NO_PROPRIO, FAR_FROM_GRAPH, LOW_CONFIDENCE, GATE_INPUT, ERROR = (
     "base_nonfinite", "base_fallback", "no_proprio", "far_from_graph", "low_confidence", "gate_input", "error")
+#: the prompt means no graph task the matcher knows, and the config leaves the base alone then (task_match.unknown)
+UNKNOWN_TASK = "unknown_task"
 #: errors inside the wrapper are logged at most this often (the first, then every n-th)
 WARN_EVERY = 100
 
@@ -64,6 +68,8 @@ class WrapperParts:
     reference_source: ReferenceSource | None = None
     #: the S instead of the gate's (None: the gate's); diagnostic oracles only
     gate_source: GateSource | None = None
+    #: which graph task a prompt means (None: exact instructions only, an unknown one pools every task)
+    task_matcher: TaskMatcher | None = None
 
 
 class R2APolicy:
@@ -183,10 +189,18 @@ class R2APolicy:
         window = self.history.window(p.retriever.layout.history)
         prompt = obs.get(PROMPT)
         prompt = prompt if isinstance(prompt, str) else None
+        matched: dict[str, Any] = {}
+        if p.task_matcher is not None and prompt is not None:
+            match = p.task_matcher.match(prompt)
+            matched = match_summary(match)
+            if match.instruction is None and p.task_matcher.settings.unknown == "base":
+                return base, {**_fallback(UNKNOWN_TASK, step), **matched}
+            prompt = match.instruction or prompt  # unknown: the prompt as given, retrieval pools every task
         elapsed = step - self._clock_offset
         phase = p.retriever.phase_for(elapsed, prompt)
         found = p.retriever.retrieve(chunk, window, prompt, phase, elapsed)
-        diag: dict[str, Any] = {**found.summary(), "step": step, "phase": round(phase, 4), "recovery": False}
+        diag: dict[str, Any] = {**found.summary(), "step": step, "phase": round(phase, 4), "recovery": False,
+                                **matched}
         if found.seed_distance > p.max_seed_distance:
             return base, {**diag, "fallback": FAR_FROM_GRAPH}
         if found.entropy > p.max_entropy:
@@ -308,4 +322,5 @@ def trace_diagnostics(steps: list[int], diagnostics: list[dict[str, Any]]) -> di
 
 
 __all__ = ["BASE_FALLBACK", "BASE_NONFINITE", "ERROR", "FAR_FROM_GRAPH", "GATE_INPUT", "LOW_CONFIDENCE", "NO_PROPRIO",
+           "UNKNOWN_TASK",
            "R2APolicy", "WrapperParts", "summarize_diagnostics", "trace_diagnostics"]
