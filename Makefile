@@ -13,7 +13,7 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
 	install-libero test-libero results-libero-clean results-libero \
-	install-liberoplus test-liberoplus results-liberoplus lerobot-venv
+	install-liberoplus test-liberoplus results-liberoplus lerobot-venv results-libero-strong
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -54,11 +54,18 @@ quickstart: install
 # resumes): $(call paired_runs,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR[,BASE]) (BASE: builtin unless given); a policy's
 # run directory is its name, ":" → "_".
 define paired_runs
-	$(VENV)/bin/r2a bench run --config $(1) --policy $(or $(5),builtin) --out $(2)/$(or $(5),builtin) --workers 2
+	$(VENV)/bin/r2a bench run --config $(1) --policy $(or $(5),builtin) --out $(2)/$(or $(5),builtin) --workers 2 $(6)
 	for p in $(3); do \
-		$(VENV)/bin/r2a bench run --config $(1) --policy $$p --out $(2)/$$(echo $$p | tr : _) --workers 2 || exit 1; \
+		$(VENV)/bin/r2a bench run --config $(1) --policy $$p --out $(2)/$$(echo $$p | tr : _) --workers 2 $(6) || exit 1; \
 	done
-	$(VENV)/bin/r2a bench merge $(4) $(2)/$(or $(5),builtin) $(foreach p,$(3),$(2)/$(subst :,_,$(p)))
+	$(VENV)/bin/r2a bench merge $(4) $(2)/$(or $(5),builtin) $(foreach p,$(3),$(2)/$(subst :,_,$(p))) \
+		$(if $(6),--base-policy $(5))
+endef
+# ... with a base the config does not name, frames of failed episodes saved and the report's viewer beside it (the
+# strips of the pairs whose outcome changed): $(call paired_runs_base,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR,BASE)
+define paired_runs_base
+	$(call paired_runs,$(1),$(2),$(3),$(4),$(5),--set base_policy=$(5) --save-frames failures)
+	$(VENV)/bin/r2a bench view $(4) --out $(4)/viewer
 endef
 
 # The published result (hours on 2 cores) in docs/results/standard/. R2A_POLICIES: the variant the quick-config
@@ -169,6 +176,16 @@ $(LEROBOT_R2A_STAMP): $(LEROBOT_STAMP) pyproject.toml setup.py
 	touch $(LEROBOT_R2A_STAMP)
 
 lerobot-venv: $(LEROBOT_R2A_STAMP)
+
+# The strong LIBERO base (issue 46; builtin-libero-strong, r2a/assets/builtin_libero_strong/README.md) and R2A around
+# it: clean on both suites (20 test episodes per task, both policies paired), libero_standard (libero_spatial), the
+# same design on libero_object, and LIBERO-Plus's runnable families; the base runs once, R2A beside it
+STRONG_POLICIES ?= r2a-libero-strong
+results-libero-strong: install-liberoplus
+	$(call paired_runs_base,configs/bench/libero_clean.yaml,runs/libero_strong_clean,$(STRONG_POLICIES),docs/results/libero_strong_clean,builtin-libero-strong)
+	$(call paired_runs_base,configs/bench/libero_standard.yaml,runs/libero_strong,$(STRONG_POLICIES),docs/results/libero_strong,builtin-libero-strong)
+	$(call paired_runs_base,configs/bench/libero_object_standard.yaml,runs/libero_strong_object,$(STRONG_POLICIES),docs/results/libero_strong_object,builtin-libero-strong)
+	$(call paired_runs_base,configs/bench/liberoplus_libero.yaml,runs/liberoplus_strong,$(STRONG_POLICIES),docs/results/liberoplus_strong,builtin-libero-strong)
 
 test: install
 	$(PY) -m pytest -q -m "not slow"
