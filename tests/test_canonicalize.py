@@ -227,6 +227,30 @@ def test_clean_frames_pass_unchanged_and_shifted_ones_are_warped(synthetic_refer
         moved.astype(float) - clean_frame).mean()
 
 
+def test_the_warp_needs_a_clear_gain_and_no_photometric_alarm(synthetic_reference: CanonReference,
+                                                               tmp_path) -> None:
+    """Issue 49's gate: a moved camera explains its frame far better than the unmoved view; an estimate that barely
+    beats the identity, or a first frame the photometric detector flags (light, background), keeps the warp off."""
+    moved, _ = _raycast(Displacement(orbit_deg=40, distance_scale=1.5).apply(clean_view(), HEIGHT), SIZE)
+    gain = CanonicalizedPolicy(Recorder(), synthetic_reference).infer(_obs(moved))["canonicalize"]["gain"]
+    assert 0 < gain <= 1
+    strict = CanonicalizedPolicy(Recorder(), synthetic_reference,
+                                 CanonicalizeSettings(enabled=True, min_gain=min(gain + 0.01, 1.0)))
+    report = strict.infer(_obs(moved))["canonicalize"]
+    assert report["active"] is False and report["reason"] == "no clear gain over the unmoved view"
+
+    class Alarm:  # a detector that fires on every frame
+        thresholds = {"agentview": 1.0}
+
+        def score(self, camera, image):
+            return 5.0
+
+    vetoed = CanonicalizedPolicy(Recorder(), synthetic_reference, CanonicalizeSettings(enabled=True))
+    vetoed.veto = Alarm()
+    report = vetoed.infer(_obs(moved))["canonicalize"]
+    assert report["active"] is False and report["reason"] == "photometric detector fired"
+
+
 def test_a_failed_estimate_passes_images_through(synthetic_reference: CanonReference, monkeypatch) -> None:
     base = Recorder()
     policy = CanonicalizedPolicy(base, synthetic_reference, CanonicalizeSettings(enabled=True, threshold_px=0.0))

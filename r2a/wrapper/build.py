@@ -51,7 +51,8 @@ def _parts_beside(config: R2AConfig, folder: Path) -> R2AConfig:
                    gate=replace(config.gate, checkpoint=beside(config.gate.checkpoint),
                                 image_stats=beside(config.gate.image_stats)),
                    harmonize=replace(config.harmonize, image_stats=beside(config.harmonize.image_stats)),
-                   canonicalize=replace(config.canonicalize, reference=beside(config.canonicalize.reference)))
+                   canonicalize=replace(config.canonicalize, reference=beside(config.canonicalize.reference),
+                                        photometric_veto=beside(config.canonicalize.photometric_veto)))
 
 
 def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None = None) -> Any:

@@ -35,6 +35,12 @@ class CanonicalizeSettings:
     threshold_px: float | None = None
     """warp only when the estimated displacement moves the image's central grid by more than this many pixels at
     64 px (null: the reference's threshold, fitted on clean training frames)"""
+    min_gain: float = 0.0
+    """and only when the estimate's view loss is below the unmoved camera's by at least this fraction of it (a moved
+    camera explains the frame much better than no move; a photometric change does not); 0: no such condition"""
+    photometric_veto: str | None = None
+    """image statistics (r2a demos image-stats) whose agentview detector, firing on the first frame, keeps the warp
+    off: a lighting or background change, not a moved camera (null: no veto)"""
 
 
 
@@ -107,9 +113,16 @@ class CanonicalizedPolicy(_ViewWarpingPolicy):
         self.threshold = float(self.settings.threshold_px if self.settings.threshold_px is not None
                                else reference.threshold_px)
         self.estimator = DisplacementEstimator(reference)
+        self.veto = None
+        if self.settings.photometric_veto:
+            from r2a_core.config import resolve_path
+            from r2a_core.visual_ood import load_image_stats
+
+            self.veto = load_image_stats(resolve_path(self.settings.photometric_veto))
 
     def _settings_metadata(self) -> dict[str, Any]:
-        return {"threshold_px": self.threshold}
+        return {"threshold_px": self.threshold, "min_gain": self.settings.min_gain,
+                "photometric_veto": self.settings.photometric_veto}
 
     def _first_frame(self, image: np.ndarray, prompt: str | None) -> None:
         """Estimate the episode's displacement and decide whether to warp (once per episode)."""
@@ -124,6 +137,17 @@ class CanonicalizedPolicy(_ViewWarpingPolicy):
             if est.pixels <= self.threshold:
                 self._report = {"active": False, "reason": "below threshold", **report}
                 return
+            gain = (est.identity_loss - est.loss) / max(est.identity_loss, 1e-9)
+            report["gain"] = round(float(gain), 4)
+            if gain < self.settings.min_gain:
+                self._report = {"active": False, "reason": "no clear gain over the unmoved view", **report}
+                return
+            if self.veto is not None:
+                score = float(self.veto.score(CAMERA, image))
+                report["photometric_score"] = round(score, 3)
+                if score > float(self.veto.thresholds.get(CAMERA) or np.inf):
+                    self._report = {"active": False, "reason": "photometric detector fired", **report}
+                    return
             scene = self.reference.scenes[est.scene]
             size = tuple(np.shape(image)[:2])
             self._warp = canonical_warp(est.displacement.apply(scene.view, scene.height), scene.view, scene.height,
