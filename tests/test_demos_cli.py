@@ -70,7 +70,8 @@ def test_info_on_bad_files(tmp_path):
 def test_top_level_help_and_unknown_group():
     assert r2a("--help").returncode == 0
     done = r2a("demoz")
-    assert done.returncode == 2 and "valid commands: demos, graph, policy, serve, retriever, gate, fit, bench" in done.stderr
+    assert done.returncode == 2
+    assert "valid commands: demos, graph, policy, serve, retriever, gate, fit, bench" in done.stderr
 
 
 def test_bad_perturbation_is_a_one_line_error_and_writes_nothing(tmp_path):
