@@ -13,9 +13,14 @@ from typing import ClassVar
 
 from r2a_core.config import TypedConfig
 from r2a_core.errors import R2AInputError
+from r2a_core.seeds import TEST_SEED_START
 
-#: the first benchmark (test) seed: a fit never draws an episode at or above it
-TEST_SEED_START = 100_000
+#: the image factors whose renders fit the photometric detectors (at least one must be among shifts)
+PHOTOMETRIC_FACTORS = ("light", "background")
+#: fields that change how fast a fit runs, not what it makes: a resumed fit may change them
+EXECUTION_FIELDS = ("workers", "gate_threads")
+#: DAgger round k draws seeds dagger_seed + 1000·k …: at most this many episodes per round keeps rounds apart
+ROUND_STRIDE = 1000
 
 
 @dataclass(frozen=True)
@@ -80,6 +85,9 @@ class FitConfig(TypedConfig):
     def validate(self) -> None:
         if not self.tasks:
             raise R2AInputError("tasks: give at least one task")
+        repeated = sorted({t for t in self.tasks if self.tasks.count(t) > 1})
+        if repeated:
+            raise R2AInputError(f"tasks: {repeated} appear more than once")
         unknown = [t for t in self.dagger_tasks if t not in self.tasks]
         if unknown:
             raise R2AInputError(f"dagger_tasks {unknown}: not among tasks {list(self.tasks)}")
@@ -90,13 +98,56 @@ class FitConfig(TypedConfig):
         if self.dagger_rounds < 0 or (self.dagger_rounds and self.dagger_episodes < 1):
             raise R2AInputError(f"dagger_rounds={self.dagger_rounds}, dagger_episodes={self.dagger_episodes}: "
                                 "expected rounds >= 0 and, with rounds, episodes >= 1")
-        for name, first, last in self.seed_ranges():
+        if self.dagger_episodes > ROUND_STRIDE:
+            raise R2AInputError(f"dagger_episodes={self.dagger_episodes}: at most {ROUND_STRIDE} (round k draws seeds "
+                                f"dagger_seed + {ROUND_STRIDE}·k …, and rounds must not share episodes)")
+        ranges = self.seed_ranges()
+        for i, (name, first, last) in enumerate(ranges):
+            for other, lo, hi in ranges[i + 1:]:
+                if name != "shift_seed" and other != "shift_seed" and first <= hi and lo <= last:
+                    raise R2AInputError(f"{name} ({first}…{last}) and {other} ({lo}…{hi}) overlap: held-out, graph "
+                                        "and DAgger episodes must be different episodes")
+        for name, first, last in ranges:
             if first < 0 or last >= TEST_SEED_START:
                 raise R2AInputError(f"{name}: draws seeds {first}…{last}; a fit trains on training seeds only, 0 … "
                                     f"{TEST_SEED_START - 1} (the benchmark's test seeds start at {TEST_SEED_START})")
         for spec in (*self.shifts, *self.dagger_shifts):
             if ":" not in spec:
                 raise R2AInputError(f"shift '{spec}': expected FACTOR:LEVEL, e.g. camera:2")
+        for field_name, factors in (("shifts", [s.partition(":")[0] for s in self.shifts]),
+                                    ("harmonize_factors", list(self.harmonize_factors))):
+            if not set(factors) & set(PHOTOMETRIC_FACTORS):
+                raise R2AInputError(f"{field_name} {factors}: the detectors are fitted against a photometric shift; "
+                                    f"include one of {', '.join(PHOTOMETRIC_FACTORS)}")
+
+    def check_parts(self) -> None:
+        """What :meth:`validate` cannot see from the fields alone, checked before a fit runs (not hours into it):
+        every shift is a factor and level the simulator knows, the gate's training split admits them, the base is a
+        policy spec, and the retriever, gate and R2A configs load with this fit's settings."""
+        from gating.config import GateTrainConfig
+        from r2a.policies.registry import parse_policy_spec
+        from r2a.wrapper.build import load_r2a_config
+        from sim.shifts import check_level, get_factor
+        from training.retriever.config import RetrieverTrainConfig
+
+        for spec in (*self.shifts, *self.dagger_shifts):
+            factor, _, level = spec.partition(":")
+            get_factor(factor.strip())
+            check_level(int(level) if level.strip().isdigit() else level)
+        for factor in self.harmonize_factors:
+            get_factor(factor)
+        gate = GateTrainConfig.from_yaml(self.gate_config, [f"threads={self.gate_threads}", *self.gate_overrides])
+        outside = sorted(s for s in {*self.shifts, *self.dagger_shifts} if s not in gate.training_shifts)
+        if outside:
+            raise R2AInputError(f"{outside}: not in the gate's training split {gate.training_shifts} "
+                                f"({self.gate_config}); the gate refuses data of other shifts")
+        parse_policy_spec(self.base)
+        RetrieverTrainConfig.from_yaml(self.retriever_config, [f"base={self.base}", f"steps={self.retriever_steps}"])
+        load_r2a_config(self.r2a_config, [f"base={self.base}", *self.deploy])
+
+    def result_fields(self) -> dict:
+        """The config without the fields that change only how fast it runs (what a resumed fit must keep)."""
+        return {k: v for k, v in self.to_dict().items() if k not in EXECUTION_FIELDS}
 
     def seed_ranges(self) -> list[tuple[str, int, int]]:
         """Every seed range the fit draws: (what, first, last)."""
@@ -114,4 +165,4 @@ class FitConfig(TypedConfig):
         return self.dagger_tasks or self.tasks
 
 
-__all__ = ["FitConfig", "TEST_SEED_START"]
+__all__ = ["EXECUTION_FIELDS", "FitConfig", "PHOTOMETRIC_FACTORS"]

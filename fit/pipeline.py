@@ -33,13 +33,15 @@ from typing import Any, Callable, Iterable
 from tqdm import tqdm
 
 from fit.config import FitConfig
+from r2a.wrapper.build import FITTED_CONFIG as R2A_CONFIG
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_dir, read_manifest_json, write_json_atomic, write_text_atomic
+from sim.envs.tasks import task_file_stem
 
 log = logging.getLogger(__name__)
 
 FIT_FORMAT, FIT_VERSION = "r2a.fit", 1
-MANIFEST, R2A_CONFIG = "fit.json", "r2a.yaml"
+MANIFEST = "fit.json"
 #: the fitted parts inside OUT (what OUT/r2a.yaml names, relative to itself)
 GRAPH, RETRIEVER, GATE = "graph", "retriever", "gate"
 IMAGE_STATS, HARMONIZE_STATS = "image_stats.json", "harmonize_stats.json"
@@ -55,8 +57,10 @@ STEPS = ("graph", "heldout", "retriever", "statistics", "gate", "config")
 def fit(config: FitConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
     """Fit R2A's parts to ``config.base`` into ``out`` (resuming what is there); returns the manifest."""
     out = Path(out)
+    config.check_parts()
     out.mkdir(parents=True, exist_ok=True)
     manifest = _start_manifest(config, out)
+    write_json_atomic(out / MANIFEST, manifest)  # before any step: a fit stopped in its first step resumes too
     fitting = Fitting(config, out, progress)
     stages: dict[str, Callable[[], list[Path]]] = {
         "graph": fitting.graph, "heldout": fitting.heldout, "retriever": fitting.retriever,
@@ -70,7 +74,8 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True) -> dict[str, 
                                    "outputs": [str(p.relative_to(out)) for p in outputs]}
         write_json_atomic(out / MANIFEST, manifest)
     manifest["sources"] = {"graph_demos": _digests(fitting.graph_files())}
-    manifest["parts"] = _digests([out / GRAPH, out / RETRIEVER, out / GATE, out / IMAGE_STATS, out / HARMONIZE_STATS])
+    manifest["parts"] = _digests([out / GRAPH, out / RETRIEVER, out / GATE, out / IMAGE_STATS, out / HARMONIZE_STATS],
+                                 relative_to=out)
     write_json_atomic(out / MANIFEST, manifest)
     return manifest
 
@@ -80,10 +85,12 @@ def _start_manifest(config: FitConfig, out: Path) -> dict[str, Any]:
     path = out / MANIFEST
     if path.exists():
         manifest = read_manifest_json(out, MANIFEST, FIT_FORMAT, "version", (FIT_VERSION,), "an r2a fit directory")
-        if manifest.get("config") != config.to_dict():
-            changed = sorted(k for k, v in config.to_dict().items() if manifest.get("config", {}).get(k) != v)
+        before = {k: v for k, v in manifest.get("config", {}).items() if k in config.result_fields()}
+        if before != config.result_fields():
+            changed = sorted(k for k, v in config.result_fields().items() if before.get(k) != v)
             raise R2AInputError(f"{out}: holds a fit started with another config (differs in {', '.join(changed)}); "
                                 "resume it with the same config or give a new --out")
+        manifest["config"] = config.to_dict()  # workers and threads may differ on this run
         return manifest
     if any(out.iterdir()):
         raise R2AInputError(f"{out}: exists and holds no {MANIFEST}; give an empty or new --out")
@@ -93,15 +100,17 @@ def _start_manifest(config: FitConfig, out: Path) -> dict[str, Any]:
             "provenance": collect_provenance(), "steps": {}}
 
 
-def _digests(paths: Iterable[Path]) -> dict[str, str]:
+def _digests(paths: Iterable[Path], relative_to: Path | None = None) -> dict[str, str]:
+    """sha256 of each existing path, keyed by the path (relative to ``relative_to`` when given: the parts move
+    with the fitted directory)."""
     from r2a_core.provenance import sha256_path
 
-    return {str(p): sha256_path(p) for p in paths if p.exists()}
+    return {str(p.relative_to(relative_to) if relative_to else p): sha256_path(p) for p in paths if p.exists()}
 
 
 def task_file(task: str, suffix: str = "") -> str:
     """``libero_spatial/3`` → ``libero_spatial_3.hdf5`` (``suffix`` before the extension)."""
-    return f"{task.replace('/', '_')}{suffix}.hdf5"
+    return f"{task_file_stem(task)}{suffix}.hdf5"
 
 
 class Fitting:
@@ -115,16 +124,18 @@ class Fitting:
     # ------------------------------------------------------------------------------------------------ steps
     def graph(self) -> list[Path]:
         graph = self.out / GRAPH
+        if graph.exists():
+            return [graph]
         files = self.graph_files()
         if not self.config.graph_demos:
             for task, path in zip(self.config.tasks, files):
                 self._collect(task, path, self.config.graph_episodes, self.config.graph_seed, cameras=())
-        if not graph.exists():
-            from graph_builder.build import build_graph_from_paths
-            from graph_builder.config import load_config
-            from graph_builder.storage import save_graph
+        from graph_builder.build import build_graph_from_paths
+        from graph_builder.config import load_config
+        from graph_builder.storage import save_graph
 
-            save_graph(build_graph_from_paths([str(p) for p in files], load_config(None, []), self.progress), graph)
+        save_graph(build_graph_from_paths([str(p) for p in sorted(files)], load_config(None, []), self.progress),
+                   graph)
         return [graph]
 
     def graph_files(self) -> list[Path]:
@@ -163,43 +174,46 @@ class Fitting:
     def statistics(self) -> list[Path]:
         from demos.image_stats import write_image_stats
 
-        heldout = [self.heldout_file(t) for t in self.config.tasks]
+        heldout = sorted(self.heldout_file(t) for t in self.config.tasks)
         gate_stats, harmonize_stats = self.out / IMAGE_STATS, self.out / HARMONIZE_STATS
         if not gate_stats.exists():
-            write_image_stats(heldout, gate_stats, ("agentview",), clean=heldout,
-                              shifted=[self.shifted_file(t, s) for t in self.config.tasks for s in self.config.shifts])
+            shifted = sorted(self.shifted_file(t, s) for t in self.config.tasks for s in self.config.shifts)
+            write_image_stats(heldout, gate_stats, ("agentview",), clean=heldout, shifted=shifted)
         if not harmonize_stats.exists():
             first = self.config.tasks[0]
-            levels = [self.level_file(first, f, lv) for f in self.config.harmonize_factors for lv in (1, 2, 3)]
+            levels = sorted(self.level_file(first, f, lv) for f in self.config.harmonize_factors for lv in (1, 2, 3))
             write_image_stats(heldout, harmonize_stats, ("agentview", "wrist"), clean=heldout, shifted=levels)
         return [gate_stats, harmonize_stats]
 
     def gate(self) -> list[Path]:
         """Gate v1 on the held-out rows, then the DAgger rounds; the last round's gate is the fitted one."""
         runs, final = self.work / "runs", self.out / GATE
+        if final.exists():
+            return [final]
         gate = self._train_gate(runs / "gate_v1", runs / "gate_rows0.npz", dagger=[])
         for k in range(1, self.config.dagger_rounds + 1):
             files = self._dagger_round(k, gate)
             gate = self._train_gate(runs / f"gate_dagger{k}", runs / f"gate_rows{k}.npz", dagger=files)
-        if not final.exists():
-            _ship(gate, final)
+        _ship(gate, final)
         return [final]
 
     def write_config(self) -> list[Path]:
         """``OUT/r2a.yaml``: the R2A config around the base with the fitted parts (paths relative to itself)."""
         import yaml
 
-        from r2a.wrapper.config import R2AConfig
+        from r2a.wrapper.build import load_r2a_config
 
+        path = self.out / R2A_CONFIG
+        if path.exists():  # written once (a hand edit stays)
+            return [path]
         parts = [f"base={self.config.base}", f"graph=./{GRAPH}", f"retriever=./{RETRIEVER}", "gate.kind=learned",
                  f"gate.checkpoint=./{GATE}", f"gate.image_stats=./{IMAGE_STATS}",
                  f"harmonize.image_stats=./{HARMONIZE_STATS}"]
-        config = R2AConfig.from_yaml(self.config.r2a_config, parts + list(self.config.deploy))  # ./ kept as written
+        config = load_r2a_config(self.config.r2a_config, parts + list(self.config.deploy))  # the overrides' ./ stay
         text = yaml.safe_dump(config.to_dict(), sort_keys=False)
         header = (f"# R2A around {self.config.base}, fitted by `r2a fit` ({MANIFEST} beside this file says how):\n"
                   f"# --policy r2a:{self.out} (or r2a:{self.out / R2A_CONFIG}); paths starting with ./ are relative to "
                   "this file.\n")
-        path = self.out / R2A_CONFIG
         write_text_atomic(path, header + text)
         return [path]
 
@@ -214,23 +228,23 @@ class Fitting:
         return self.demos / "heldout_levels" / task_file(task, f"_{factor}{level}")
 
     def query_files(self) -> list[Path]:
-        """The retriever's and the gate's held-out frames: clean and under each training-split shift."""
-        return ([self.heldout_file(t) for t in self.config.tasks]
-                + [self.shifted_file(t, s) for t in self.config.tasks for s in self.config.shifts])
+        """The retriever's and the gate's held-out frames: clean, then under each training-split shift (each group
+        sorted by file name, as the shell recipe's globs listed them)."""
+        return (sorted(self.heldout_file(t) for t in self.config.tasks)
+                + sorted(self.shifted_file(t, s) for t in self.config.tasks for s in self.config.shifts))
 
     def fitting_config(self) -> Path:
         """The R2A config the parts are fitted with: the template with this fit's base, graph and retriever (the
         gate and its image statistics are each round's, set where a round's wrapper drives)."""
-        path = self.work / "r2a_fitting.yaml"
-        if not path.exists():
-            import yaml
+        import yaml
 
-            from r2a.wrapper.build import load_r2a_config
+        from r2a.wrapper.build import load_r2a_config
 
-            config = load_r2a_config(self.config.r2a_config, [
-                f"base={self.config.base}", f"graph={(self.out / GRAPH).resolve()}",
-                f"retriever={(self.out / RETRIEVER).resolve()}"])
-            write_text_atomic(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
+        path = self.work / "r2a_fitting.yaml"  # written on every run: it follows the directory if moved
+        config = load_r2a_config(self.config.r2a_config, [
+            f"base={self.config.base}", f"graph={(self.out / GRAPH).resolve()}",
+            f"retriever={(self.out / RETRIEVER).resolve()}"])
+        write_text_atomic(path, yaml.safe_dump(config.to_dict(), sort_keys=False))
         return path
 
     def _collect(self, task: str, path: Path, episodes: int, seed: int, cameras: tuple[str, ...] | None = None,
@@ -290,16 +304,19 @@ class Fitting:
                                start_joint_noise=c.start_joint_noise))
                 for s in c.dagger_shifts for t in c.rollout_tasks]
         self._parallel(jobs, f"DAgger round {k}")
-        files = [folder.parent / f"round{j}" / Path(kwargs["out"]).name for j in range(1, k + 1) for _, kwargs in jobs]
-        return [f for f in files if f.exists()]
+        names = sorted(Path(kwargs["out"]).name for _, kwargs in jobs)
+        return [f for j in range(1, k + 1) for f in (folder.parent / f"round{j}" / name for name in names)
+                if f.exists()]
 
 
 def _ship(run: Path, final: Path) -> None:
     """Copy a finished training run's checkpoint files (not its resume state) into ``final``, atomically."""
+    missing = [name for name in CHECKPOINT_FILES if not (run / name).is_file()]
+    if missing:
+        raise R2AInputError(f"{run}: the finished training run lacks {', '.join(missing)}")
     with atomic_dir(final) as tmp:
         for name in CHECKPOINT_FILES:
-            if (run / name).exists():
-                shutil.copyfile(run / name, tmp / name)
+            shutil.copyfile(run / name, tmp / name)
 
 
 def _rerender(source: Path, out: Path, shift: str, seed: int) -> None:

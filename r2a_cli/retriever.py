@@ -102,7 +102,7 @@ def _task_match(args: argparse.Namespace) -> int:
     from training.task_match import TRAIN_PARAPHRASES, fit_task_match, load_paraphrases
 
     graph = load_graph(args.graph)
-    tasks = {graph.tasks[task]: text for text, task in instruction_tasks(graph).items()}
+    tasks = {text: graph.tasks[task] for text, task in instruction_tasks(graph).items()}
     result = fit_task_match(tasks, load_paraphrases(resolve_path(args.paraphrases or TRAIN_PARAPHRASES)))
     if args.out is not None:
         write_json_atomic(args.out, {"graph": str(args.graph), **result})

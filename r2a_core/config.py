@@ -32,7 +32,7 @@ import types
 import typing
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, ClassVar, Iterable, Literal, Mapping, Sequence, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, Literal, Mapping, Sequence, TypeVar
 
 import yaml
 
@@ -121,11 +121,15 @@ def shipped_config(path: str | Path, kind: str | None = None, what: str = "confi
 # ----------------------------------------------------------------------------------------------- loading
 
 def load_config(cls: type[T], path: str | Path | None = None, overrides: Sequence[str] | None = None,
-                what: str = "config", kind: str | None = None) -> T:
+                what: str = "config", kind: str | None = None,
+                prepare: Callable[[dict[str, Any], Path], None] | None = None) -> T:
     """Defaults of ``cls``, then the YAML file at ``path`` (if any; a bare name is a shipped config of ``kind``,
-    :func:`shipped_config`), then ``section.field=value`` overrides."""
+    :func:`shipped_config`), then ``section.field=value`` overrides. ``prepare(raw, file)`` may rewrite the file's
+    own values before the overrides apply (R2A configs make ``./`` paths relative to the file)."""
     path = shipped_config(path, kind, what) if path is not None else None
     raw: dict[str, Any] = dict(read_yaml_mapping(path, what)) if path is not None else {}
+    if prepare is not None and path is not None:
+        prepare(raw, Path(path))
     where = f"{what} {path}" if path is not None else what
     for item in overrides or ():
         _apply_override(cls, raw, item)

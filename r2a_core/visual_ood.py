@@ -243,6 +243,13 @@ class ImageStats:
             raise R2AInputError(f"image stats have no camera {camera!r}; they hold {', '.join(self.cameras)}")
         return self.cameras[camera].score(pooled_image_features(image))
 
+    def photometric_score(self, camera: str, image: np.ndarray) -> float:
+        """The score of ``image``'s colour statistics alone: what the fitted detector threshold (``thresholds``)
+        reads — it fires under light and background shifts, not under a moved camera."""
+        if camera not in self.cameras:
+            raise R2AInputError(f"image stats have no camera {camera!r}; they hold {', '.join(self.cameras)}")
+        return self.cameras[camera].score(pooled_image_features(image), photometric=True)
+
 
 def roc_auc(negatives: np.ndarray, positives: np.ndarray) -> float:
     """Area under the ROC curve of scores (positives should score higher): the Mann–Whitney statistic, ties half."""

@@ -43,7 +43,7 @@ def collect(out: str, episodes: int) -> None:
                 rows.append({"task": task, "factor": factor, "level": level, "seed": seed,
                              "pixels": float(est.pixels), "loss": float(est.loss),
                              "identity_loss": float(est.identity_loss),
-                             "photometric": float(stats.score("agentview", image)),
+                             "photometric": float(stats.photometric_score("agentview", image)),
                              "threshold": float(stats.thresholds["agentview"]),
                              "warp_threshold": float(reference.threshold_px)})
                 hooks.close()

@@ -239,10 +239,10 @@ def test_the_warp_needs_a_clear_gain_and_no_photometric_alarm(synthetic_referenc
     report = strict.infer(_obs(moved))["canonicalize"]
     assert report["active"] is False and report["reason"] == "no clear gain over the unmoved view"
 
-    class Alarm:  # a detector that fires on every frame
+    class Alarm:  # a detector that fires on every frame (its photometric score: what its threshold reads)
         thresholds = {"agentview": 1.0}
 
-        def score(self, camera, image):
+        def photometric_score(self, camera, image):
             return 5.0
 
     vetoed = CanonicalizedPolicy(Recorder(), synthetic_reference, CanonicalizeSettings(enabled=True))

@@ -39,8 +39,7 @@ def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
     for part in ("graph/manifest.json", "retriever/model.safetensors", "gate/model.safetensors", "image_stats.json",
                  "harmonize_stats.json", "r2a.yaml", "work/dagger/round1/Lift_camera2.hdf5"):
         assert (out / part).exists(), part
-    assert set(manifest["parts"]) == {str(out / p) for p in ("graph", "retriever", "gate", "image_stats.json",
-                                                              "harmonize_stats.json")}
+    assert set(manifest["parts"]) == {"graph", "retriever", "gate", "image_stats.json", "harmonize_stats.json"}
     assert manifest["base"] == "builtin" and manifest["config"] == config.to_dict()
     gate = json.loads((out / "gate" / "manifest.json").read_text())
     assert max(gate["provenance"]["seeds"]) < 100_000  # training seeds only, DAgger round 1's among them
@@ -66,6 +65,57 @@ def test_a_fit_resumes_and_refuses_another_config_in_its_directory(fitted):
     assert again["steps"]["gate"]["outputs"] == manifest["steps"]["gate"]["outputs"]
     with pytest.raises(R2AInputError, match="another config .*retriever_steps"):
         fit(FitConfig.from_dict({**TOY, "retriever_steps": 5}), out, progress=False)
+    assert fit(FitConfig.from_dict({**TOY, "workers": 2}), out, progress=False)  # execution fields may differ
+
+
+class Redone(Exception):
+    """Raised by a trainer or collector that a resumed fit should not have called."""
+
+
+def _refuse_work(monkeypatch) -> None:
+    import demos.collect
+    import gating.train
+    import graph_builder.build
+    import training.retriever.train
+
+    def refuse(*args, **kwargs):
+        raise Redone
+
+    for module, name in ((demos.collect, "collect"), (gating.train, "train_gate"),
+                         (graph_builder.build, "build_graph_from_paths"), (training.retriever.train, "train_retriever")):
+        monkeypatch.setattr(module, name, refuse)
+
+
+def test_a_resumed_fit_redoes_nothing_that_finished(fitted, tmp_path, monkeypatch):
+    """A fit stopped after its gate's training runs finished but before the gate was shipped: the resume ships it
+    from the finished run — no collection, no training."""
+    from fit.pipeline import fit
+
+    config, out, manifest = fitted
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    shutil.rmtree(copy / "gate")
+    (copy / "r2a.yaml").unlink()
+    _refuse_work(monkeypatch)
+    again = fit(config, copy, progress=False)
+    assert again["parts"]["gate"] == manifest["parts"]["gate"]
+    assert (copy / "r2a.yaml").exists()
+
+
+def test_a_fit_stopped_after_its_graph_resumes_at_the_next_step(tmp_path, monkeypatch):
+    from fit.pipeline import MANIFEST, Fitting, fit
+
+    def stop(self):
+        raise Redone("heldout")
+
+    config, out = FitConfig.from_dict(TOY), tmp_path / "fit"
+    monkeypatch.setattr(Fitting, "heldout", stop)
+    with pytest.raises(Redone, match="heldout"):
+        fit(config, out, progress=False)
+    assert list(json.loads((out / MANIFEST).read_text())["steps"]) == ["graph"]
+    _refuse_work(monkeypatch)  # the graph and its demos are there: a second run goes straight to the held-out step
+    with pytest.raises(Redone, match="heldout"):
+        fit(config, out, progress=False)
 
 
 @pytest.mark.parametrize("field, value, what", [("heldout_seed", 99_999, "heldout_seed"),

@@ -31,21 +31,27 @@ def load_paraphrases(path: str | Path) -> dict[str, list[str]]:
     return {str(task): [str(s) for s in sentences] for task, sentences in doc["tasks"].items()}
 
 
-def fit_task_match(task_instructions: Mapping[str, str], paraphrases: Mapping[str, list[str]],
+#: what ``r2a retriever task-match --out`` writes
+FIT_FORMAT, FIT_VERSION = "r2a.task-match.fit", 1
+
+
+def fit_task_match(instruction_tasks: Mapping[str, str], paraphrases: Mapping[str, list[str]],
                    embed: Any = None) -> dict[str, Any]:
-    """The chosen thresholds and the grid's counts. ``task_instructions``: the graph's task → its instruction."""
-    tasks = list(task_instructions)
-    instructions = [task_instructions[t] for t in tasks]
+    """The chosen thresholds and the grid's counts. ``instruction_tasks``: each instruction the matcher knows (at run
+    time: the graph's, ``Retriever.instructions``) → its task's name."""
+    instructions = list(instruction_tasks)
     sentences = [(task, s) for task, items in paraphrases.items() for s in items]
     if not sentences:
         raise R2AInputError("no paraphrases to fit on")
     matcher = TaskMatcher(instructions, TaskMatchSettings(mode="meaning"), embed)
     sims = matcher.similarities([s for _, s in sentences])
-    truth = [task_instructions.get(task) for task, _ in sentences]  # None: a task the graph does not hold
+    held = set(instruction_tasks.values())
+    truth = [task if task in held else None for task, _ in sentences]  # None: a task the graph does not hold
     rows = []
     for min_similarity in SIMILARITIES:
         for min_margin in MARGINS:
-            chosen = [decide(row, instructions, float(min_similarity), float(min_margin)).instruction for row in sims]
+            picked = [decide(row, instructions, float(min_similarity), float(min_margin)).instruction for row in sims]
+            chosen = [None if c is None else instruction_tasks[c] for c in picked]
             rows.append({"min_similarity": float(min_similarity), "min_margin": float(min_margin),
                          "right": sum(c is not None and c == t for c, t in zip(chosen, truth)),
                          "wrong": sum(c is not None and c != t for c, t in zip(chosen, truth)),
@@ -55,9 +61,9 @@ def fit_task_match(task_instructions: Mapping[str, str], paraphrases: Mapping[st
         raise R2AInputError("no threshold pair on the grid keeps every paraphrase off a wrong task")
     best = max(safe, key=lambda r: (r["right"], r["min_margin"], r["min_similarity"]))
     exact = sum(s in instructions for _, s in sentences)
-    return {"chosen": {"min_similarity": best["min_similarity"], "min_margin": best["min_margin"]},
+    return {"format": FIT_FORMAT, "format_version": FIT_VERSION, "chosen": {"min_similarity": best["min_similarity"], "min_margin": best["min_margin"]},
             "right": best["right"], "none": best["none"], "paraphrases": len(sentences),
             "own_task": sum(t is not None for t in truth), "exact_matches": exact, "grid": rows}
 
 
-__all__ = ["TRAIN_PARAPHRASES", "fit_task_match", "load_paraphrases"]
+__all__ = ["FIT_FORMAT", "FIT_VERSION", "TRAIN_PARAPHRASES", "fit_task_match", "load_paraphrases"]

@@ -110,7 +110,10 @@ class R2AProxyPolicy:
                 raise BadRequest(f"{key} (from {where}) has {value.size} numbers, expected {size}")
             recovered[key] = value.reshape(()) if size == 1 else value.reshape(size)
         images = {k: v for k, v in recovered.items() if k.startswith(IMAGE_PREFIX)}
-        images.update(self.keymap.unmap_images(obs))
+        try:
+            images.update(self.keymap.unmap_images(obs))
+        except R2AInputError as err:  # an image R2A cannot read (not H×W×3): R2A goes without it, the upstream not
+            log.debug("R2A proxy: images left out of R2A's observation: %s", err)
         return {**{k: recovered[k] for k in (*REQUIRED, *OPTIONAL) if k in recovered}, **images}
 
     def _new_episode_check(self, ours: dict[str, Any]) -> None:

@@ -110,12 +110,18 @@ def changed_keys(obs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _same(a: Any, b: Any) -> bool:
+    """Arrays: the same shape, dtype and values; numbers (a Python int against a 0-d array): the same value."""
     if a is b:
         return True
-    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
-        a, b = np.asarray(a), np.asarray(b)
-        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
-    return type(a) is type(b) and a == b
+    if isinstance(a, str) or isinstance(b, str):
+        return a == b
+    try:
+        x, y = np.asarray(a), np.asarray(b)
+    except Exception:  # noqa: BLE001 - something that is no array is compared as it is
+        return a == b
+    if x.ndim == 0 and y.ndim == 0 and x.dtype.kind in "biuf" and y.dtype.kind in "biuf":
+        return bool(x == y)
+    return x.shape == y.shape and x.dtype == y.dtype and bool(np.array_equal(x, y))
 
 
 def _what_failed(err: Exception, url: str) -> str:

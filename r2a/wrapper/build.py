@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from r2a.wrapper.config import DEFAULT_CONFIG, R2AConfig, resolve_path
+from r2a_core.config import load_config
 from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
 from r2a_core.types import OSC_POSE_DELTA, ActionSpace
@@ -25,34 +26,32 @@ log = logging.getLogger(__name__)
 def load_r2a_config(path: str | Path | None = None, overrides: list[str] | None = None) -> R2AConfig:
     """The config at ``path`` (default ``configs/r2a/builtin.yaml``) with ``section.field=value`` overrides.
 
-    ``path`` may be a directory holding ``r2a.yaml`` (what ``r2a fit`` writes); part paths that start with ``./`` or
-    ``../`` are relative to the config file's folder, so a fitted directory works from anywhere and can be moved."""
+    ``path`` may be a directory holding ``r2a.yaml`` (what ``r2a fit`` writes). Part paths that the file itself writes
+    ``./NAME`` or ``../NAME`` are relative to the file's folder, so a fitted directory works from anywhere and can
+    be moved; an override's paths mean what they say (relative to the working directory)."""
     if path is not None and Path(path).is_dir():
         if not (Path(path) / FITTED_CONFIG).is_file():
             raise R2AInputError(f"{path}: a directory without {FITTED_CONFIG} (give an R2A config file, or a "
                                 "directory made by 'r2a fit')")
         path = Path(path) / FITTED_CONFIG
-    config = R2AConfig.from_yaml(path if path is not None else DEFAULT_CONFIG, overrides)
-    return _parts_beside(config, resolve_path(path).parent) if path is not None else config
+    return load_config(R2AConfig, path if path is not None else DEFAULT_CONFIG, overrides, R2AConfig.CONFIG_WHAT,
+                       R2AConfig.SHIPPED_KIND, prepare=_parts_beside)
 
 
 #: the config file inside a directory made by ``r2a fit``
 FITTED_CONFIG = "r2a.yaml"
+#: the part paths of an R2A config, as (section, field) (section None: top level)
+PART_PATHS = ((None, "graph"), (None, "retriever"), ("gate", "checkpoint"), ("gate", "image_stats"),
+              ("harmonize", "image_stats"), ("canonicalize", "reference"), ("canonicalize", "photometric_veto"))
 
 
-def _parts_beside(config: R2AConfig, folder: Path) -> R2AConfig:
-    """Part paths written ``./NAME`` (or ``../NAME``) made relative to ``folder`` (the config file's)."""
-    from dataclasses import replace
-
-    def beside(value: str | None) -> str | None:
-        return str(folder / value) if value is not None and value.startswith(("./", "../")) else value
-
-    return replace(config, graph=beside(config.graph), retriever=beside(config.retriever),
-                   gate=replace(config.gate, checkpoint=beside(config.gate.checkpoint),
-                                image_stats=beside(config.gate.image_stats)),
-                   harmonize=replace(config.harmonize, image_stats=beside(config.harmonize.image_stats)),
-                   canonicalize=replace(config.canonicalize, reference=beside(config.canonicalize.reference),
-                                        photometric_veto=beside(config.canonicalize.photometric_veto)))
+def _parts_beside(raw: dict[str, Any], file: Path) -> None:
+    """The file's part paths written ``./NAME`` (or ``../NAME``) made relative to the file's folder, in place."""
+    for section, name in PART_PATHS:
+        holder = raw if section is None else raw.get(section)
+        value = holder.get(name) if isinstance(holder, dict) else None
+        if isinstance(value, str) and value.startswith(("./", "../")):
+            holder[name] = str(Path(file).parent / value)
 
 
 def build_r2a(config: R2AConfig, base: Policy, action_space: ActionSpace | None = None) -> Any:

@@ -32,8 +32,9 @@ class TaskMatchSettings:
     min_margin: float = 0.02
     """meaning: and exceed the second nearest task's by this much"""
     unknown: Literal["pool", "base"] = "pool"
-    """a prompt that selects no task: pool (retrieve from every task, the published variants) or base (no blend,
-    the base alone: fallback 'unknown_task')"""
+    """a prompt that selects no task: pool (retrieve from every task, the published variants) or base (no blend:
+    the base's chunks unchanged, fallback 'unknown_task'; start-pose recovery, which needs no task, still runs, and
+    an observation without a prompt still pools)"""
 
 
 @dataclass(frozen=True)

@@ -147,3 +147,8 @@ def get_task(name: str) -> Task:
 def canonical_task_name(name: str) -> str:
     """The registered spelling of a task name given in any case (``stackthree`` → ``StackThree``)."""
     return get_task(name).name
+
+
+def task_file_stem(task: str) -> str:
+    """A task name as a file-name part: ``libero_spatial/0`` → ``libero_spatial_0``."""
+    return str(task).replace("/", "_")

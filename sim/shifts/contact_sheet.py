@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from r2a_core.types import PROMPT, image_key
+from sim.envs.tasks import task_file_stem
 
 log = logging.getLogger(__name__)
 
@@ -61,11 +62,6 @@ def _levels_status(config: str | Path | None) -> str:
     base = calibration.get("base_policy")
     policy = base.get("spec") if isinstance(base, dict) else None
     return f"{status} on {policy}" if policy and status != "provisional" else status
-
-
-def sheet_stem(task: str) -> str:
-    """A task name as a file-name part: ``libero_spatial/0`` → ``libero_spatial_0``."""
-    return str(task).replace("/", "_")
 
 
 def render_contact_sheet(task: str = "Lift", seed: int = 0, size: int = 128,
@@ -180,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     args.task = canonical_task_name(args.task)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    stem = sheet_stem(args.task)
+    stem = task_file_stem(args.task)
     # one simulator at a time: each is closed before the next is built
     sheets = {f"contact_sheet_{stem}.png": render_contact_sheet(args.task, args.seed, args.size, args.config,
                                                                 wrist=args.wrist)}

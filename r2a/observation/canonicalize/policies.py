@@ -14,6 +14,7 @@ from r2a.observation.canonicalize.estimator import DisplacementEstimator
 from r2a.observation.canonicalize.reference import DEFAULT_REFERENCE, CanonReference
 from r2a.observation.canonicalize.warp import WarpMap, canonical_warp
 from r2a_core.camera import AGENTVIEW, camera_view_of, pixel_displacement, plane_homography
+from r2a_core.errors import R2AInputError
 from r2a_core.policy import Policy
 from r2a_core.types import PROMPT, image_key
 
@@ -119,6 +120,10 @@ class CanonicalizedPolicy(_ViewWarpingPolicy):
             from r2a_core.visual_ood import load_image_stats
 
             self.veto = load_image_stats(resolve_path(self.settings.photometric_veto))
+            if self.veto.thresholds.get(CAMERA) is None:
+                raise R2AInputError(f"canonicalize.photometric_veto {self.settings.photometric_veto}: no fitted "
+                                    f"{CAMERA} detector threshold (r2a demos image-stats --fit-clean … "
+                                    "--fit-shifted …)")
 
     def _settings_metadata(self) -> dict[str, Any]:
         return {"threshold_px": self.threshold, "min_gain": self.settings.min_gain,
@@ -139,13 +144,13 @@ class CanonicalizedPolicy(_ViewWarpingPolicy):
                 return
             gain = (est.identity_loss - est.loss) / max(est.identity_loss, 1e-9)
             report["gain"] = round(float(gain), 4)
-            if gain < self.settings.min_gain:
+            if not gain >= self.settings.min_gain:  # NaN never passes
                 self._report = {"active": False, "reason": "no clear gain over the unmoved view", **report}
                 return
             if self.veto is not None:
-                score = float(self.veto.score(CAMERA, image))
+                score = self.veto.photometric_score(CAMERA, image)
                 report["photometric_score"] = round(score, 3)
-                if score > float(self.veto.thresholds.get(CAMERA) or np.inf):
+                if score > float(self.veto.thresholds[CAMERA]):
                     self._report = {"active": False, "reason": "photometric detector fired", **report}
                     return
             scene = self.reference.scenes[est.scene]
