@@ -7,8 +7,9 @@ docs; ``r2a bench export --help`` prints them):
   ask for, one 0/1 per (policy, task, factor, level, episode), with the LIBERO-Plus variant's name where the run
   had one, and what R2A did in the episode;
 * ``cells`` — one row per (policy, factor, level): episodes, successes, the success rate pooled over the cell's
-  episodes with its Wilson 95 % interval and the macro rate over tasks (the report's convention); plus, per
-  (policy, factor), a row with level ``all`` — the per-category table.
+  episodes with its Wilson 95 % interval and the macro rate over every task of the cell (the report's tables keep
+  only the tasks the base is competent on clean); plus, per (policy, factor), a row with level ``all`` — the
+  per-category table.
 
 Records of errored episodes are exported with ``error`` set and left out of the cells (as the report does).
 """
@@ -66,7 +67,8 @@ CELL_COLUMNS: dict[str, str] = {
     "sr": "success rate pooled over the cell's episodes",
     "sr_lo": "Wilson 95 % interval, lower bound",
     "sr_hi": "Wilson 95 % interval, upper bound",
-    "sr_macro": "mean over tasks of each task's success rate (the report's macro SR)",
+    "sr_macro": "mean over the cell's tasks of each task's success rate, every task in the run counted (the report's "
+                "tables average over the tasks the base is competent on clean; filter the episode rows to match)",
 }
 
 

@@ -238,9 +238,13 @@ function queryTrace(s) {
   const t = s.r2a && s.r2a.trace, h = s.harmonize && s.harmonize.trace;
   if (!t && !h) return null;
   const W = 460, H = 120, L = 30, B = 16, top = 6, horizon = Math.max(s.horizon || s.steps || 1, 1);
-  const x = (step) => L + (W - L - 4) * step / horizon, y = (v) => top + (H - B - top) * (1 - Math.min(v, 1) / 0.5);
+  // the S axis reaches the largest S of the episode, rounded up to a quarter (at least .5, at most 1)
+  const sValues = t ? t.gate.filter(Boolean).flat() : [];
+  const sTop = Math.min(1, Math.max(0.5, Math.ceil(Math.max(0, ...sValues) * 4) / 4));
+  const x = (step) => L + (W - L - 4) * step / horizon;
+  const y = (v) => top + (H - B - top) * (1 - Math.min(v, sTop) / sTop);
   const parts = [svg("line", {x1: L, y1: y(0), x2: W - 4, y2: y(0), stroke: "#bbb"}),
-                 svg("text", {x: 2, y: y(0.5) + 8, "font-size": 9, fill: "#666"}, "S .5"),
+                 svg("text", {x: 2, y: y(sTop) + 8, "font-size": 9, fill: "#666"}, `S ${sTop}`),
                  svg("text", {x: 2, y: y(0), "font-size": 9, fill: "#666"}, "0"),
                  svg("text", {x: W - 4, y: H - 3, "font-size": 9, fill: "#666", "text-anchor": "end"},
                      `step ${horizon}`)];

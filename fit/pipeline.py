@@ -213,7 +213,7 @@ class Fitting:
         text = yaml.safe_dump(config.to_dict(), sort_keys=False)
         header = (f"# R2A around {self.config.base}, fitted by `r2a fit` ({MANIFEST} beside this file says how):\n"
                   f"# --policy r2a:{self.out} (or r2a:{self.out / R2A_CONFIG}); paths starting with ./ are relative to "
-                  "this file.\n")
+                  "this file; the base spec is kept as written.\n")
         write_text_atomic(path, header + text)
         return [path]
 

@@ -51,3 +51,38 @@ def test_the_command_and_its_errors(run, tmp_path, capsys):
         export_run(run)
     assert main(["bench", "export", str(tmp_path), "--csv", str(tmp_path / "c")]) == 2
     assert "results.jsonl: no such file" in capsys.readouterr().err
+
+
+def test_an_errored_episode_is_a_row_but_no_cell_counts_it_and_each_factor_has_its_all_row(run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    lines = (copy / "results.jsonl").read_text().splitlines()
+    last = next(json.loads(line) for line in lines
+                if '"factor": "camera"' in line and json.loads(line).get("policy") == R2A)
+    failed = {**last, "success": True, "error": "Traceback (most recent call last):\nRuntimeError: boom"}
+    with open(copy / "results.jsonl", "a") as f:  # the job's last record is the one that counts
+        f.write(json.dumps(failed) + "\n")
+    export_run(copy, tmp_path / "csv")
+    episodes = list(csv.DictReader(open(tmp_path / "csv" / "episodes.csv")))
+    errored = [r for r in episodes if r["error"]]
+    assert [(r["error"], r["success"]) for r in errored] == [("RuntimeError: boom", "0")]
+    cell = {(c["policy"], c["factor"], c["level"]): c for c in csv.DictReader(open(tmp_path / "csv" / "cells.csv"))}
+    assert cell[(R2A, "camera", "1")]["episodes"] == str(2 * EPISODES - 1)
+    assert not any(level == "all" for _, _, level in cell)  # one level per factor here: no pooled row
+
+
+def test_a_factor_with_several_levels_gets_a_pooled_row():
+    from eval.export import cell_rows
+
+    def record(task, level, success):
+        return {"policy": "p", "task": task, "factor": "camera", "level": level, "success": success}
+
+    records = [record("A", 1, True), record("A", 1, True), record("B", 1, False), record("A", 2, False),
+               record("B", 2, True), record("B", 2, True), {**record("B", 2, True), "error": "boom"}]
+    rows = {(r["factor"], r["level"]): r for r in cell_rows(records)}
+    assert list(rows) == [("camera", 1), ("camera", 2), ("camera", "all")]
+    pooled = rows[("camera", "all")]
+    assert (pooled["tasks"], pooled["episodes"], pooled["successes"]) == (2, 6, 4)
+    assert pooled["sr_macro"] == round((2 / 3 + 2 / 3) / 2, 4) and rows[("camera", 2)]["episodes"] == 3

@@ -222,3 +222,19 @@ def test_bad_inputs_are_one_line_errors_naming_the_file(viewer, tmp_path):
     with pytest.raises(R2AInputError, match="not the run's or above it"):
         write_view(run, run)
     assert main(["bench", "view", str(tmp_path / "nope"), "--out", str(tmp_path / "v")]) == 2
+
+
+def test_the_pages_script_parses(tmp_path):
+    """The viewer's JavaScript is a string in eval/view_page.py: a syntax error there shows only in a browser."""
+    import re
+
+    from eval.view_page import _PAGE
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("node is not installed")
+    script = re.search(r"<script>(.*?)</script>", _PAGE, re.S)
+    assert script, "the page holds no <script>"
+    (tmp_path / "view.js").write_text(script.group(1))
+    check = subprocess.run([node, "--check", str(tmp_path / "view.js")], capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr

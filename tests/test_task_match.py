@@ -4,6 +4,7 @@ and the training paraphrases' split from the benchmark's lists."""
 from __future__ import annotations
 
 import glob
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -81,3 +82,19 @@ def test_the_training_paraphrases_share_no_sentence_with_the_benchmark():
         bench |= {s.strip().lower() for level in ("L1", "L2", "L3") for s in doc.get(level, [])}
     shared = [s for items in train.values() for s in items if s.strip().lower() in bench]
     assert len(bench) > 100 and len(train) == 24 and not shared, shared
+
+
+def test_the_training_paraphrases_share_no_sentence_with_liberoplus_language_variants():
+    """LIBERO-Plus's language factor reads instructions from its own BDDL files (installed data, not configs/)."""
+    from r2a_core.config import shipped_path
+    from sim.envs.liberoplus_tasks import package_root
+    from sim.shifts.liberoplus import bddl_language
+
+    root = package_root(required=False)
+    if root is None:
+        pytest.skip("LIBERO-Plus's data is not installed (make install-liberoplus)")
+    files = glob.glob(str(root / "liberoplus" / "bddl_files" / "*" / "*_language_*.bddl"))
+    variants = {bddl_language(Path(f)).strip().lower().rstrip(".") for f in files}
+    train = load_paraphrases(shipped_path(TRAIN_PARAPHRASES))
+    shared = [s for items in train.values() for s in items if s.strip().lower().rstrip(".") in variants]
+    assert len(variants) > 100 and not shared, shared
