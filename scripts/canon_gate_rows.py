@@ -1,15 +1,17 @@
 """The view warp's gate, measured on training seeds (issue 49, lever 1): for each built-in task, training seeds
 40000..40000+N-1 and every condition of the image factors (clean; camera, light, background, noise at levels 1-3,
 drawn exactly as the benchmark draws them), the first frame's displacement estimate (pixels, the best loss, the
-identity's loss) and the photometric detector's score on it (harmonization's agentview statistics). Writes one JSON
-row per frame; `scripts/canon_gate_rows.py --fit ROWS.json` then prints how candidate gates split camera frames
+identity's loss) and the photometric detector's score on it (harmonization's agentview statistics). Appends one JSON
+line per frame, a condition at a time (run it again to resume: conditions already in the file are skipped);
+`scripts/canon_gate_rows.py --fit ROWS.jsonl` then prints how candidate gates split camera frames
 (should warp) from the others (should not).
 
-    MUJOCO_GL=egl PYOPENGL_PLATFORM=egl .venv/bin/python scripts/canon_gate_rows.py runs/canon/gate_rows.json 12
-    .venv/bin/python scripts/canon_gate_rows.py --fit runs/canon/gate_rows.json
+    MUJOCO_GL=egl PYOPENGL_PLATFORM=egl .venv/bin/python scripts/canon_gate_rows.py runs/canon/gate_rows.jsonl 12
+    .venv/bin/python scripts/canon_gate_rows.py --fit runs/canon/gate_rows.jsonl
 """
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
@@ -25,13 +27,16 @@ def collect(out: str, episodes: int) -> None:
     from sim.envs.robosuite_env import SimConfig
     from sim.shifts import ShiftHooks
 
+    done = {(r["task"], r["factor"], r["level"]) for r in _read(out)}
     reference = load_reference("r2a/assets/r2a_canon_reference")
     estimator = DisplacementEstimator(reference)
     stats = load_image_stats("r2a/assets/r2a_harmonize_stats.json")
-    rows = []
     for task in TASKS:
         sim = make_sim(SimConfig(task=task, image_size=64))
         for factor, level in CONDITIONS:
+            if (task, factor, level) in done:
+                continue
+            rows = []
             for ep in range(episodes):
                 seed = SEED0 + ep
                 obs = sim.reset(seed)
@@ -47,14 +52,18 @@ def collect(out: str, episodes: int) -> None:
                              "threshold": float(stats.thresholds["agentview"]),
                              "warp_threshold": float(reference.threshold_px)})
                 hooks.close()
+            with open(out, "a") as fh:
+                fh.writelines(json.dumps(r) + "\n" for r in rows)
             print(task, factor, level, flush=True)
         sim.close()
-    with open(out, "w") as fh:
-        json.dump(rows, fh)
+
+
+def _read(path: str) -> list[dict]:
+    return [json.loads(line) for line in Path(path).read_text().splitlines()] if Path(path).exists() else []
 
 
 def fit(path: str) -> None:
-    rows = json.load(open(path))
+    rows = _read(path)
     camera = [r for r in rows if r["factor"] == "camera"]
     other = [r for r in rows if r["factor"] != "camera"]
 
