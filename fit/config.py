@@ -71,6 +71,7 @@ class FitConfig(TypedConfig):
     dagger_tasks: tuple[str, ...] = ()
     """tasks of the DAgger rounds (empty: every task)"""
     dagger_shifts: tuple[str, ...] = ("camera:2", "light:3", "background:2", "noise:2", "layout:2", "robot_init:2")
+    """FACTOR:LEVEL shifts the DAgger rounds drive under (the gate's training split must admit each)"""
     dagger_episodes: int = 1
     """episodes per task and shift, per round"""
     dagger_seed: int = 62000
@@ -122,13 +123,18 @@ class FitConfig(TypedConfig):
 
     def check_parts(self) -> None:
         """What :meth:`validate` cannot see from the fields alone, checked before a fit runs (not hours into it):
-        every shift is a factor and level the simulator knows, the gate's training split admits them, the base is a
-        policy spec, and the retriever, gate and R2A configs load with this fit's settings."""
+        every task can be simulated here (LIBERO's need the extra), every shift is a factor and level the simulator
+        knows, the gate's training split admits them, the base builds (a server answers), and the retriever, gate and
+        R2A configs load with this fit's settings."""
         from gating.config import GateTrainConfig
-        from r2a.policies.registry import parse_policy_spec
         from r2a.wrapper.build import load_r2a_config
+        from sim.envs.libero_env import libero_assets_dir
+        from sim.envs.tasks import get_task
         from sim.shifts import check_level, get_factor
         from training.retriever.config import RetrieverTrainConfig
+
+        if any(get_task(task).backend == "libero" for task in self.tasks):
+            libero_assets_dir()  # a clear error naming make install-libero, not one hours in
 
         for spec in (*self.shifts, *self.dagger_shifts):
             factor, _, level = spec.partition(":")
@@ -141,9 +147,25 @@ class FitConfig(TypedConfig):
         if outside:
             raise R2AInputError(f"{outside}: not in the gate's training split {gate.training_shifts} "
                                 f"({self.gate_config}); the gate refuses data of other shifts")
-        parse_policy_spec(self.base)
+        self._check_base()
         RetrieverTrainConfig.from_yaml(self.retriever_config, [f"base={self.base}", f"steps={self.retriever_steps}"])
         load_r2a_config(self.r2a_config, [f"base={self.base}", *self.deploy])
+
+    def _check_base(self) -> None:
+        """Build the base once: a wrong spec, a missing checkpoint or a server that does not answer fails now (the
+        retriever step, an hour or more into the fit, is the first to query it)."""
+        from r2a.policies.registry import make_policy
+
+        try:
+            policy = make_policy(self.base, sim=None, seed=0)
+        except R2AInputError:
+            raise
+        except Exception as err:  # a refused connection, a server error: say which base and what to do
+            raise R2AInputError(f"base {self.base}: cannot be built ({type(err).__name__}: {err}); if it is a "
+                                "server, start it first and keep it up for the whole fit") from err
+        close = getattr(policy, "close", None)
+        if callable(close):
+            close()
 
     def result_fields(self) -> dict:
         """The config without the fields that change only how fast it runs (what a resumed fit must keep)."""

@@ -14,7 +14,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
         description="Fit R2A's parts to a frozen base policy into OUT, step by step (a stopped fit resumes with the "
                     "same command); then --policy r2a:OUT wraps the base with them. Training seeds only.",
         epilog="config fields (--set FIELD=VALUE):\n" + FitConfig.help_text() + "\n\nexample:\n"
-               "  r2a fit --config configs/fit/builtin_libero_strong.yaml --out runs/fit/strong\n"
+               "  r2a fit --config configs/fit/builtin_libero.yaml --out runs/fit/builtin_libero\n"
                "  r2a fit --set base=openpi:ws://127.0.0.1:8000 --set 'tasks=[libero_spatial/0]' --out runs/fit/mine")
     parser.add_argument("--config", default=None, metavar="YAML",
                         help="fit config (e.g. configs/fit/builtin_libero.yaml)")

@@ -1,7 +1,7 @@
 """``r2a serve``: serve any policy with openpi's websocket protocol, or R2A as a drop-in proxy in front of a VLA server.
 
   r2a serve --policy SPEC [--host 127.0.0.1] [--port 8000] [--api-key KEY] [--max-message-mb 8]
-  r2a serve --policy r2a:CONFIG --upstream ws://HOST:PORT --keymap ADAPTER.yaml [--upstream-api-key KEY]
+  r2a serve --policy r2a:CONFIG --upstream ws://HOST:PORT [--keymap ADAPTER.yaml] [--upstream-api-key KEY]
 
 The first form serves SPEC (``r2a policy serve`` is the same command). With ``--upstream`` the robot client
 talks to r2a exactly as it talked to the VLA server: each observation is forwarded upstream unchanged, the

@@ -123,6 +123,19 @@ def test_loads_locally_and_returns_chunks(fake_lerobot, tmp_path):
     assert fake.resets == 1
 
 
+def test_a_chunk_policy_executes_its_checkpoints_n_action_steps(fake_lerobot, tmp_path):
+    """ACT trained to execute 8 of 16: the benchmark, a served client and R2A re-plan as lerobot does."""
+
+    (tmp_path / "config.json").write_text(json.dumps({**LIBERO_CONFIG, "chunk_size": 16, "n_action_steps": 8}))
+    policy = LeRobotPolicy(tmp_path)
+    assert policy.n_action_steps == 8 and policy.metadata["n_action_steps"] == 8
+    assert policy.metadata["type"] == "act" and policy.metadata["mode"] == "chunk"
+    (tmp_path / "config.json").write_text(json.dumps({**LIBERO_CONFIG, "chunk_size": 16, "n_action_steps": 20}))
+    with pytest.raises(R2AInputError, match="n_action_steps=20"):
+        LeRobotPolicy(tmp_path)
+    assert LeRobotPolicy(_checkpoint(tmp_path, "diffusion")).n_action_steps is None  # one action per reply
+
+
 def test_queue_based_policies_use_select_action(fake_lerobot, tmp_path):
     policy = LeRobotPolicy(_checkpoint(tmp_path, "diffusion"))
     assert policy.mode == "select"

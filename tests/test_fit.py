@@ -132,3 +132,12 @@ def test_the_shipped_fit_configs_load():
     for path in sorted(shipped_path("configs/fit").glob("*.yaml")):
         config = FitConfig.from_yaml(path)
         assert config.tasks and all(last < 100_000 for _, _, last in config.seed_ranges()), path
+
+
+def test_a_fit_checks_its_base_before_any_step(tmp_path):
+    from fit.pipeline import fit
+
+    config = FitConfig.from_dict({**TOY, "base": f"lerobot:{tmp_path / 'no_checkpoint'}"})
+    with pytest.raises(R2AInputError, match="no_checkpoint: not a directory"):
+        fit(config, tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()  # refused before anything was written

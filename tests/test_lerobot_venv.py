@@ -152,6 +152,7 @@ def test_served_from_the_lerobot_venv_driven_from_here(lerobot_run):
             found = re.search(r"serving GuardedPolicy on ws://127\.0\.0\.1:(\d+)", log.read_text())
         assert found, "the lerobot venv's server did not start:\n" + log.read_text()[-3000:]
         policy = make_policy(f"openpi:ws://127.0.0.1:{found.group(1)}")
+        assert policy.n_action_steps == 8  # the checkpoint's own, announced: the client re-plans as lerobot does
         ep = lerobot_run["episodes"][0]
         policy.reset()
         for t in (0, 5):

@@ -124,13 +124,28 @@ def _import_lerobot() -> tuple[Callable[[str], Any], Callable[..., Any] | None]:
     return factory.get_policy_class, getattr(factory, "make_pre_post_processors", None)
 
 
+def _executed_steps(config: Mapping[str, Any], mode: str, where: str) -> int | None:
+    """How many actions of each chunk to execute: the checkpoint's own ``n_action_steps`` (what lerobot's
+    ``select_action`` executes between predictions), so that the benchmark, a served client and R2A re-plan as
+    lerobot does; None in select mode (each reply is one action)."""
+    if mode != "chunk":
+        return None
+    steps, chunk = config.get("n_action_steps"), config.get("chunk_size")
+    if steps is None:
+        return None
+    if not isinstance(steps, int) or steps < 1 or (isinstance(chunk, int) and steps > chunk):
+        raise R2AInputError(f"{where}: n_action_steps={steps!r}, expected an integer in 1..chunk_size ({chunk})")
+    return steps
+
+
 class LeRobotPolicy:
     """A lerobot policy behind our contract: ``infer`` returns an (H, A) chunk for our action space.
 
     ``mode`` "chunk" calls ``predict_action_chunk`` (H = the model's chunk; our ChunkBroker executes it),
     "select" calls ``select_action`` (H = 1; the policy keeps its own action queue, which ``reset`` clears);
     "auto" uses chunks for the types in :data:`CHUNK_POLICY_TYPES` (Diffusion and VQ-BeT must go through
-    ``select_action``, which fills their observation queues).
+    ``select_action``, which fills their observation queues). In chunk mode ``n_action_steps`` (also in
+    ``metadata``, which ``r2a serve`` announces) is the checkpoint's own.
     """
 
     def __init__(self, checkpoint_dir: str | Path, keymap: KeyMap | None = None,
@@ -147,7 +162,11 @@ class LeRobotPolicy:
         self._pre, self._post = self._processors(make_processors)
         chunked = hasattr(self.policy, "predict_action_chunk") and self.type in CHUNK_POLICY_TYPES
         self.mode = ("chunk" if chunked else "select") if mode == "auto" else mode
-        log.info("loaded lerobot %s policy from %s (%s mode, device %s)", self.type, self.path, self.mode, device)
+        self.n_action_steps = _executed_steps(config, self.mode, str(self.path / "config.json"))
+        self.metadata = {"policy": "lerobot", "type": self.type, "checkpoint": str(self.path), "mode": self.mode,
+                         "chunk_size": config.get("chunk_size"), "n_action_steps": self.n_action_steps}
+        log.info("loaded lerobot %s policy from %s (%s mode, device %s, %s actions per query)", self.type, self.path,
+                 self.mode, device, self.n_action_steps or "every")
 
     def _processors(self, make_processors: Callable[..., Any] | None) -> tuple[Callable, Callable]:
         """lerobot ≥ 0.4 normalizes in saved processor pipelines; older versions inside the policy."""
