@@ -82,7 +82,8 @@ def _refuse_work(monkeypatch) -> None:
         raise Redone
 
     for module, name in ((demos.collect, "collect"), (gating.train, "train_gate"),
-                         (graph_builder.build, "build_graph_from_paths"), (training.retriever.train, "train_retriever")):
+                         (graph_builder.build, "build_graph_from_paths"),
+                         (training.retriever.train, "train_retriever")):
         monkeypatch.setattr(module, name, refuse)
 
 

@@ -61,7 +61,8 @@ def fit_task_match(instruction_tasks: Mapping[str, str], paraphrases: Mapping[st
         raise R2AInputError("no threshold pair on the grid keeps every paraphrase off a wrong task")
     best = max(safe, key=lambda r: (r["right"], r["min_margin"], r["min_similarity"]))
     exact = sum(s in instructions for _, s in sentences)
-    return {"format": FIT_FORMAT, "format_version": FIT_VERSION, "chosen": {"min_similarity": best["min_similarity"], "min_margin": best["min_margin"]},
+    chosen = {"min_similarity": best["min_similarity"], "min_margin": best["min_margin"]}
+    return {"format": FIT_FORMAT, "format_version": FIT_VERSION, "chosen": chosen,
             "right": best["right"], "none": best["none"], "paraphrases": len(sentences),
             "own_task": sum(t is not None for t in truth), "exact_matches": exact, "grid": rows}
 
