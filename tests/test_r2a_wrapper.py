@@ -228,3 +228,20 @@ def test_the_episode_trace_keeps_each_query_s_gate_fallback_and_the_recovery_spa
     assert trace["fallback"] == [None, wrapper.FAR_FROM_GRAPH] and trace["gate"][1] is None
     np.testing.assert_allclose(trace["gate"][0], np.round(replies[2]["r2a"]["gate"], 3))
     assert trace["seed_distance"][0] == round(replies[2]["r2a"]["seed_distance"], 3)
+    assert trace["pull"][0] == replies[2]["r2a"]["pull"] >= 0 and trace["pull"][1] is None
+    assert trace["disagreement"] == [None, None]  # the first query has no earlier plan
+
+
+def test_the_pull_is_what_r2a_changed_and_the_disagreement_the_bases_replan(graph_dir):
+    policy, base = _r2a(graph_dir)
+    first = policy.infer(_obs(0))
+    old = base.reply["actions"].astype(np.float64)
+    new = old.copy()
+    new[:, :3] += 0.1  # the base re-plans: its new chunk moves 0.1 further on x, y, z than it planned
+    base.reply = {"actions": new.astype(np.float32)}
+    second = policy.infer(_obs(8))
+    assert first["r2a"]["disagreement"] is None and second["r2a"]["fallback"] is None
+    assert second["r2a"]["disagreement"] == pytest.approx(0.1 * 3 / 6, abs=1e-4)  # 6 motion dimensions
+    motion = [0, 1, 2, 3, 4, 5]
+    expected = np.abs(np.asarray(second["actions"], np.float64) - new[:8])[:, motion].mean()
+    assert second["r2a"]["pull"] == pytest.approx(expected, abs=1e-4) and second["r2a"]["pull"] > 0

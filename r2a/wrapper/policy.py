@@ -230,7 +230,12 @@ class R2APolicy:
         out = self.action_space.clip(blended).astype(np.float64)
         if not np.isfinite(out).all():  # belt and braces: clip already maps non-finite values to 0
             return base, {**diag, "fallback": ERROR, "error": "non-finite blend"}
-        return out, {**diag, "fallback": None, "gate": np.round(gate.mean(axis=0), 4).tolist(), **traced}
+        motion = [d for d in range(base.shape[1]) if d not in grip]
+        plan = inputs.previous_plan
+        return out, {**diag, "fallback": None, "gate": np.round(gate.mean(axis=0), 4).tolist(),
+                     "pull": round(float(np.abs(out - base)[:, motion].mean()), 4),
+                     "disagreement": None if plan is None else
+                     round(float(np.abs(base - self.action_space.clip(plan))[:, motion].mean()), 4), **traced}
 
     def _stage(self, name: str) -> Any:
         """Times the block into ``stage_times`` while profiling (``r2a bench perf retrieval``), else a no-op."""
@@ -307,7 +312,9 @@ def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
 def trace_diagnostics(steps: list[int], diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
     """One episode's per-query R2A trace, column-wise (what the viewer plots, as the R2A page does): for each base
     query its control step, the gate S per dimension (3 decimals; None where it fell back), the fallback reason
-    (None where it blended) and the seed distance; start-pose recovery as the span of control steps it servoed."""
+    (None where it blended), the seed distance, the pull (mean |R2A's action − the base's| over the executed steps'
+    motion dimensions: what R2A changed) and the base's disagreement with its own previous plan for those steps
+    (None without one); start-pose recovery as the span of control steps it servoed."""
     recovering = [s for s, d in zip(steps, diagnostics) if d.get("recovery")]
     rows = [(s, d) for s, d in zip(steps, diagnostics) if not d.get("recovery")]
 
@@ -318,6 +325,8 @@ def trace_diagnostics(steps: list[int], diagnostics: list[dict[str, Any]]) -> di
             "gate": [rounded(d.get("gate"), 3) for _, d in rows],
             "fallback": [d.get("fallback") for _, d in rows],
             "seed_distance": [rounded(d.get("seed_distance"), 3) for _, d in rows],
+            "pull": [rounded(d.get("pull"), 4) for _, d in rows],
+            "disagreement": [rounded(d.get("disagreement"), 4) for _, d in rows],
             "recovery": [min(recovering), max(recovering)] if recovering else None}
 
 
