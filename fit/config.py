@@ -21,6 +21,10 @@ PHOTOMETRIC_FACTORS = ("light", "background")
 EXECUTION_FIELDS = ("workers", "gate_threads")
 #: DAgger round k draws seeds dagger_seed + 1000·k …: at most this many episodes per round keeps rounds apart
 ROUND_STRIDE = 1000
+#: the fit's steps, in order (each skipped when its output exists)
+STEPS = ("graph", "heldout", "statistics", "retriever", "gate", "config")
+#: the steps that never query the base: a fit stopped after them (``--until statistics``) may go on with another base
+BASE_FREE_STEPS = ("graph", "heldout", "statistics")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 
 from tqdm import tqdm
 
-from fit.config import FitConfig
+from fit.config import BASE_FREE_STEPS, STEPS, FitConfig
 from r2a.wrapper.build import FITTED_CONFIG as R2A_CONFIG
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_dir, read_manifest_json, write_json_atomic, write_text_atomic
@@ -51,11 +51,14 @@ WORK = "work"
 CHECKPOINT_FILES = ("manifest.json", "model.safetensors", "train_summary.json")
 #: what the trainers write once their last step is done (a run without it resumes)
 FINISHED = "train_summary.json"
-STEPS = ("graph", "heldout", "retriever", "statistics", "gate", "config")
 
 
-def fit(config: FitConfig, out: str | Path, progress: bool = True) -> dict[str, Any]:
-    """Fit R2A's parts to ``config.base`` into ``out`` (resuming what is there); returns the manifest."""
+def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | None = None) -> dict[str, Any]:
+    """Fit R2A's parts to ``config.base`` into ``out`` (resuming what is there); returns the manifest. ``until``
+    stops after that step (the steps up to statistics do not query the base: ``until="statistics"`` makes their data
+    while the base still trains, and the fit goes on later with the base set)."""
+    if until is not None and until not in STEPS:
+        raise R2AInputError(f"until={until!r}: expected one of {', '.join(STEPS)}")
     out = Path(out)
     config.check_parts()
     out.mkdir(parents=True, exist_ok=True)
@@ -65,7 +68,8 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True) -> dict[str, 
     stages: dict[str, Callable[[], list[Path]]] = {
         "graph": fitting.graph, "heldout": fitting.heldout, "retriever": fitting.retriever,
         "statistics": fitting.statistics, "gate": fitting.gate, "config": fitting.write_config}
-    for name in tqdm(STEPS, desc="r2a fit", unit="step", disable=not progress):
+    steps = STEPS if until is None else STEPS[:STEPS.index(until) + 1]
+    for name in tqdm(steps, desc="r2a fit", unit="step", disable=not progress):
         start = time.perf_counter()
         log.info("r2a fit: %s", name)
         outputs = stages[name]()
@@ -86,11 +90,17 @@ def _start_manifest(config: FitConfig, out: Path) -> dict[str, Any]:
     if path.exists():
         manifest = read_manifest_json(out, MANIFEST, FIT_FORMAT, "version", (FIT_VERSION,), "an r2a fit directory")
         before = {k: v for k, v in manifest.get("config", {}).items() if k in config.result_fields()}
-        if before != config.result_fields():
-            changed = sorted(k for k, v in config.result_fields().items() if before.get(k) != v)
+        changed = sorted(k for k, v in config.result_fields().items() if before.get(k) != v)
+        base_free = set(manifest.get("steps", {})) <= set(BASE_FREE_STEPS)
+        if changed and not (changed == ["base"] and base_free):
             raise R2AInputError(f"{out}: holds a fit started with another config (differs in {', '.join(changed)}); "
-                                "resume it with the same config or give a new --out")
-        manifest["config"] = config.to_dict()  # workers and threads may differ on this run
+                                "resume it with the same config or give a new --out (only the base may change, and "
+                                f"only while no step after {BASE_FREE_STEPS[-1]} has run)")
+        if changed:
+            log.info("%s: its data (%s) was made for base %s; going on with %s", out, ", ".join(manifest["steps"]),
+                     manifest.get("base"), config.base)
+            manifest.setdefault("data_made_for_base", manifest.get("base"))
+        manifest["config"], manifest["base"] = config.to_dict(), config.base  # workers and threads may differ too
         return manifest
     if any(out.iterdir()):
         raise R2AInputError(f"{out}: exists and holds no {MANIFEST}; give an empty or new --out")

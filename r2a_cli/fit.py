@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from fit.config import FitConfig
+from fit.config import STEPS, FitConfig
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -21,6 +21,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, metavar="DIR", help="where the parts go (new, or a fit to resume)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a config field (value parsed as YAML); repeatable")
+    parser.add_argument("--until", default=None, choices=STEPS, metavar="STEP",
+                        help=f"stop after this step ({', '.join(STEPS)}); run again without it to go on")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return parser
 
@@ -29,7 +31,7 @@ def run(args: argparse.Namespace) -> int:
     from fit.pipeline import R2A_CONFIG, fit
 
     config = FitConfig.from_yaml(args.config, args.overrides)
-    manifest = fit(config, args.out, progress=not args.no_progress)
+    manifest = fit(config, args.out, progress=not args.no_progress, until=args.until)
     print(json.dumps({"out": args.out, "config": f"{args.out}/{R2A_CONFIG}", "policy": f"r2a:{args.out}",
                       "steps": manifest["steps"]}, indent=1))
     return 0

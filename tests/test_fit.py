@@ -35,7 +35,7 @@ def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
     from sim.envs.robosuite_env import SimConfig
 
     config, out, manifest = fitted
-    assert list(manifest["steps"]) == ["graph", "heldout", "retriever", "statistics", "gate", "config"]
+    assert list(manifest["steps"]) == ["graph", "heldout", "statistics", "retriever", "gate", "config"]
     for part in ("graph/manifest.json", "retriever/model.safetensors", "gate/model.safetensors", "image_stats.json",
                  "harmonize_stats.json", "r2a.yaml", "work/dagger/round1/Lift_camera2.hdf5"):
         assert (out / part).exists(), part
@@ -66,6 +66,8 @@ def test_a_fit_resumes_and_refuses_another_config_in_its_directory(fitted):
     with pytest.raises(R2AInputError, match="another config .*retriever_steps"):
         fit(FitConfig.from_dict({**TOY, "retriever_steps": 5}), out, progress=False)
     assert fit(FitConfig.from_dict({**TOY, "workers": 2}), out, progress=False)  # execution fields may differ
+    with pytest.raises(R2AInputError, match="differs in base.*only the base may change"):  # its retriever read it
+        fit(FitConfig.from_dict({**TOY, "base": "builtin:?n_action_steps=4"}), out, progress=False)
 
 
 class Redone(Exception):
@@ -110,13 +112,17 @@ def test_a_fit_stopped_after_its_graph_resumes_at_the_next_step(tmp_path, monkey
         raise Redone("heldout")
 
     config, out = FitConfig.from_dict(TOY), tmp_path / "fit"
-    monkeypatch.setattr(Fitting, "heldout", stop)
-    with pytest.raises(Redone, match="heldout"):
-        fit(config, out, progress=False)
+    fit(FitConfig.from_dict({**TOY, "base": "builtin:?n_action_steps=4"}), out, progress=False, until="graph")
     assert list(json.loads((out / MANIFEST).read_text())["steps"]) == ["graph"]
+    # the graph never queried the base: the fit goes on with another one (the data's base is recorded)
+    monkeypatch.setattr(Fitting, "heldout", stop)
     _refuse_work(monkeypatch)  # the graph and its demos are there: a second run goes straight to the held-out step
     with pytest.raises(Redone, match="heldout"):
         fit(config, out, progress=False)
+    manifest = json.loads((out / MANIFEST).read_text())
+    assert manifest["base"] == "builtin" and manifest["data_made_for_base"] == "builtin:?n_action_steps=4"
+    with pytest.raises(R2AInputError, match="until='train'"):
+        fit(config, out, progress=False, until="train")
 
 
 @pytest.mark.parametrize("field, value, what", [("heldout_seed", 99_999, "heldout_seed"),
