@@ -98,3 +98,21 @@ def test_the_training_paraphrases_share_no_sentence_with_liberoplus_language_var
     train = load_paraphrases(shipped_path(TRAIN_PARAPHRASES))
     shared = [s for items in train.values() for s in items if s.strip().lower().rstrip(".") in variants]
     assert len(variants) > 100 and not shared, shared
+
+
+@pytest.mark.parametrize("name, published, thresholds",
+                         [("r2a-noharm", "r2a-harmonize-hold-clgate-canon", (0.65, 0.03)),
+                          ("r2a-libero-noharm", "r2a-libero", (0.70, 0.02))])
+def test_the_noharm_variants_are_the_published_ones_with_issue_49s_levers(name, published, thresholds):
+    from r2a.policies.registry import r2a_config_for
+
+    variant, before = r2a_config_for(name).to_dict(), r2a_config_for(published).to_dict()
+    match = variant.pop("task_match")
+    assert (match["mode"], match["unknown"], (match["min_similarity"], match["min_margin"])) == \
+        ("meaning", "base", thresholds)
+    before.pop("task_match")
+    if name == "r2a-noharm":  # and the view warp's gate chosen on training seeds
+        assert variant["canonicalize"].pop("min_gain") == 0.2 and before["canonicalize"].pop("min_gain") == 0.0
+        assert variant["canonicalize"].pop("photometric_veto").endswith("r2a_harmonize_stats.json")
+        assert before["canonicalize"].pop("photometric_veto") is None
+    assert variant == before  # nothing else changes

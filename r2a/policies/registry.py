@@ -218,6 +218,16 @@ def _r2a_with(ctx: PolicyContext, name: str, ablation: list[str]) -> Policy:
 
 #: the gate trained on r2a-harmonize-hold's closed-loop rows, oracle-S target (r2a/assets/R2A_ASSETS.md)
 CLOSED_LOOP_GATE = "r2a/assets/r2a_gate_closed_loop"
+#: the view warp's gate chosen on training seeds (issue 49 lever 1; docs/experiments/canonicalize.md)
+CANON_GATE = ("canonicalize.min_gain=0.2", "canonicalize.photometric_veto=r2a/assets/r2a_harmonize_stats.json")
+
+
+def task_match_by_meaning(min_similarity: float, min_margin: float) -> list[str]:
+    """Task matching by meaning with the thresholds ``r2a retriever task-match`` fitted for a graph on training
+    paraphrases; a prompt that selects no task leaves the base alone (issue 49 lever 2)."""
+    return ["task_match.mode=meaning", f"task_match.min_similarity={min_similarity}",
+            f"task_match.min_margin={min_margin}", "task_match.unknown=base"]
+
 
 R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a": ([], "the base policy wrapped by R2A; 'r2a' (configs/r2a/builtin.yaml), 'r2a:CONFIG.yaml', options "
@@ -249,9 +259,18 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a-libero": (["harmonize.enabled=true", "gate.holding_scale=0"],
                    "r2a-harmonize-hold on LIBERO: around the LIBERO base with LIBERO's graph, retriever, gate and "
                    "statistics (configs/r2a/builtin_libero.yaml; issue 34)"),
+    "r2a-noharm": (["harmonize.enabled=true", "gate.holding_scale=0", f"gate.checkpoint={CLOSED_LOOP_GATE}",
+                    "canonicalize.enabled=true", *CANON_GATE, *task_match_by_meaning(0.65, 0.03)],
+                   "r2a-harmonize-hold-clgate-canon with issue 49's levers, chosen on training seeds: the view warp "
+                   "only when the camera moved (photometric veto, min_gain 0.2) and task matching by meaning (an "
+                   "unknown task leaves the base alone)"),
+    "r2a-libero-noharm": (["harmonize.enabled=true", "gate.holding_scale=0", *task_match_by_meaning(0.70, 0.02)],
+                          "r2a-libero with task matching by meaning (issue 49: an unknown task leaves the base "
+                          "alone; thresholds fitted on the LIBERO graph's training paraphrases)"),
 }
 #: R2A names whose config is not configs/r2a/builtin.yaml (a config named after the colon replaces it)
-R2A_DEFAULT_CONFIGS: dict[str, str] = {"r2a-libero": "configs/r2a/builtin_libero.yaml"}
+R2A_DEFAULT_CONFIGS: dict[str, str] = {"r2a-libero": "configs/r2a/builtin_libero.yaml",
+                                       "r2a-libero-noharm": "configs/r2a/builtin_libero.yaml"}
 
 
 def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
