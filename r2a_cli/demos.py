@@ -30,7 +30,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="record scripted-expert demonstrations into an HDF5 file")
-    c.add_argument("--task", required=True, help="built-in task (Lift, Stack, PickPlaceCan, StackThree)")
+    c.add_argument("--task", required=True, help="a task with a scripted expert: Lift, Stack, PickPlaceCan, "
+                   "StackThree, or libero_spatial/N, libero_object/N (N 0-9; the libero extra)")
     c.add_argument("--episodes", type=int, required=True, help="number of episodes to record")
     c.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
     c.add_argument("--seed", type=int, default=0, help="seed of episode 0; episode i uses seed + i")
