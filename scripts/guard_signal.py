@@ -9,8 +9,9 @@ with disagreement above T" (T from the pooled quantiles) the share of each group
 early. A rule worth building fires on most SF pairs early and on few FS pairs; if none does, the data argue
 against a guard. Refuses test seeds (≥ 100000): a guard is chosen on training seeds only.
 
-    r2a bench run --config headroom --set episodes=6 --policy builtin --out runs/guard/base --workers 2
-    r2a bench run --config headroom --set episodes=6 --policy r2a-harmonize-hold-clgate-canon --out runs/guard/r2a
+    r2a bench run --config headroom --set episodes=3 --policy builtin --out runs/guard/base --workers 2
+    r2a bench run --config headroom --set episodes=3 --out runs/guard/r2a --workers 2 --policy \
+        'r2a-harmonize-hold-clgate-canon:?canonicalize.min_gain=0.2&canonicalize.photometric_veto=r2a/assets/r2a_harmonize_stats.json'
     .venv/bin/python scripts/guard_signal.py runs/guard/base runs/guard/r2a [--policy NAME]
 """
 from __future__ import annotations
