@@ -23,17 +23,16 @@
 # lerobot's default (100/100) is tuned for 50 Hz bimanual teleoperation; at LIBERO's 20 Hz 100 steps are 5 s,
 # most of an episode, executed open-loop.
 #
-# Budget: ~4 h on 2 cores. Measured (ACT's defaults otherwise: 52M parameters, ResNet-18 from scratch, 128-px
-# images): 0.41 steps/s at BATCH_SIZE=8 with THREADS=1 and one loader worker while another job's two processes
-# shared the machine, so STEPS=6000 (~48k samples) fills ~4 h there. On an idle machine it runs faster: read the
-# log's updt_s after a few hundred steps, and raise STEPS by resuming — ACT's preset keeps the learning rate
-# constant (no scheduler), so a longer STEPS on resume changes no schedule.
+# Budget: ~4 h of an idle 2-core machine. Measured (ACT's defaults otherwise: 52M parameters, ResNet-18 from scratch,
+# 128-px images, BATCH_SIZE=8): 1.2 s per step on an idle machine (docs/architecture.md, "Platform notes"), so the budget is
+# STEPS=12000 (96k samples); beside another job a step takes 1.3-2.6 s, so count the budget in steps, not in wall
+# time. ACT's preset keeps the learning rate constant (no scheduler): resuming with a larger STEPS changes no schedule.
 set -euo pipefail
 
 LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
 DATASET=${DATASET:?set DATASET to the LeRobot dataset root written by scripts/lerobot/export_dataset.py}
 OUT=${OUT:?set OUT to the training output directory (runs/lerobot/act)}
-STEPS=${STEPS:-6000}             # total optimizer steps (the ~4 h budget on 2 cores; see above)
+STEPS=${STEPS:-12000}            # total optimizer steps (the ~4 h budget of an idle 2-core machine; see above)
 BATCH_SIZE=${BATCH_SIZE:-8}
 SAVE_FREQ=${SAVE_FREQ:-2000}     # a checkpoint (and a resume point) every SAVE_FREQ steps, and at the end
 LOG_FREQ=${LOG_FREQ:-100}
