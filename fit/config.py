@@ -25,6 +25,12 @@ ROUND_STRIDE = 1000
 STEPS = ("graph", "heldout", "statistics", "retriever", "gate", "config")
 #: the steps that never query the base: a fit stopped after them (``--until statistics``) may go on with another base
 BASE_FREE_STEPS = ("graph", "heldout", "statistics")
+#: fields that only a later step reads, with the first step that does: a resumed fit may change such a field while
+#: that step has not run (the base: a fit's data is made while the policy still trains; the deployed settings: chosen
+#: on training seeds once the parts exist). Every other field shapes the first step already.
+FIRST_READ_BY = {"base": STEPS[len(BASE_FREE_STEPS)], "retriever_config": "retriever", "retriever_steps": "retriever",
+                 "gate_config": "gate", "gate_overrides": "gate", "dagger_rounds": "gate", "dagger_tasks": "gate",
+                 "dagger_shifts": "gate", "dagger_episodes": "gate", "dagger_seed": "gate", "deploy": "config"}
 
 
 @dataclass(frozen=True)
@@ -191,4 +197,4 @@ class FitConfig(TypedConfig):
         return self.dagger_tasks or self.tasks
 
 
-__all__ = ["EXECUTION_FIELDS", "FitConfig", "PHOTOMETRIC_FACTORS"]
+__all__ = ["BASE_FREE_STEPS", "EXECUTION_FIELDS", "FIRST_READ_BY", "FitConfig", "PHOTOMETRIC_FACTORS", "STEPS"]

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 
 from tqdm import tqdm
 
-from fit.config import BASE_FREE_STEPS, STEPS, FitConfig
+from fit.config import FIRST_READ_BY, STEPS, FitConfig
 from r2a.wrapper.build import FITTED_CONFIG as R2A_CONFIG
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_dir, read_manifest_json, write_json_atomic, write_text_atomic
@@ -91,12 +91,17 @@ def _start_manifest(config: FitConfig, out: Path) -> dict[str, Any]:
         manifest = read_manifest_json(out, MANIFEST, FIT_FORMAT, "version", (FIT_VERSION,), "an r2a fit directory")
         before = {k: v for k, v in manifest.get("config", {}).items() if k in config.result_fields()}
         changed = sorted(k for k, v in config.result_fields().items() if before.get(k) != v)
-        base_free = set(manifest.get("steps", {})) <= set(BASE_FREE_STEPS)
-        if changed and not (changed == ["base"] and base_free):
-            raise R2AInputError(f"{out}: holds a fit started with another config (differs in {', '.join(changed)}); "
-                                "resume it with the same config or give a new --out (only the base may change, and "
-                                f"only while no step after {BASE_FREE_STEPS[-1]} has run)")
+        done = set(manifest.get("steps", {}))
+        refused = [k for k in changed if k not in FIRST_READ_BY
+                   or done & set(STEPS[STEPS.index(FIRST_READ_BY[k]):])]
+        if refused:
+            later = ", ".join(f"{k} (until {FIRST_READ_BY[k]} runs)" for k in sorted(FIRST_READ_BY))
+            raise R2AInputError(f"{out}: holds a fit started with another config (differs in {', '.join(refused)}); "
+                                "resume it with the same config or give a new --out (only fields a step that has "
+                                f"not run yet reads may change: {later})")
         if changed:
+            log.info("%s: resumed with %s changed (read only by steps still to run)", out, ", ".join(changed))
+        if "base" in changed:
             log.info("%s: its data (%s) was made for base %s; going on with %s", out, ", ".join(manifest["steps"]),
                      manifest.get("base"), config.base)
             manifest.setdefault("data_made_for_base", manifest.get("base"))

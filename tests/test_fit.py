@@ -66,8 +66,10 @@ def test_a_fit_resumes_and_refuses_another_config_in_its_directory(fitted):
     with pytest.raises(R2AInputError, match="another config .*retriever_steps"):
         fit(FitConfig.from_dict({**TOY, "retriever_steps": 5}), out, progress=False)
     assert fit(FitConfig.from_dict({**TOY, "workers": 2}), out, progress=False)  # execution fields may differ
-    with pytest.raises(R2AInputError, match="differs in base.*only the base may change"):  # its retriever read it
-        fit(FitConfig.from_dict({**TOY, "base": "builtin:?n_action_steps=4"}), out, progress=False)
+    with pytest.raises(R2AInputError, match="differs in base.*only fields a step that has not run yet reads"):
+        fit(FitConfig.from_dict({**TOY, "base": "builtin:?n_action_steps=4"}), out, progress=False)  # retriever read it
+    with pytest.raises(R2AInputError, match="differs in deploy"):  # the config step wrote r2a.yaml with it
+        fit(FitConfig.from_dict({**TOY, "deploy": ["harmonize.enabled=false"]}), out, progress=False)
 
 
 class Redone(Exception):
@@ -114,7 +116,11 @@ def test_a_fit_stopped_after_its_graph_resumes_at_the_next_step(tmp_path, monkey
     config, out = FitConfig.from_dict(TOY), tmp_path / "fit"
     fit(FitConfig.from_dict({**TOY, "base": "builtin:?n_action_steps=4"}), out, progress=False, until="graph")
     assert list(json.loads((out / MANIFEST).read_text())["steps"]) == ["graph"]
-    # the graph never queried the base: the fit goes on with another one (the data's base is recorded)
+    # the graph never queried the base: the fit goes on with another one (the data's base is recorded), and with
+    # other settings that only later steps read (not with one the graph read)
+    with pytest.raises(R2AInputError, match="differs in graph_episodes"):
+        fit(FitConfig.from_dict({**TOY, "graph_episodes": TOY["graph_episodes"] + 1}), out, progress=False)
+    config = FitConfig.from_dict({**TOY, "deploy": ["harmonize.enabled=false"], "retriever_steps": 7})
     monkeypatch.setattr(Fitting, "heldout", stop)
     _refuse_work(monkeypatch)  # the graph and its demos are there: a second run goes straight to the held-out step
     with pytest.raises(Redone, match="heldout"):
