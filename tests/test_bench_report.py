@@ -427,6 +427,25 @@ def test_errors_frames_and_provenance_sections(tmp_path):
     assert f"- commit: {'c' * 40} (uncommitted changes)" in md and "sha256 dddddddddddddddd…" in md
 
 
+def test_a_merged_report_says_when_its_runs_were_made_on_different_machines():
+    def prov(cpu):
+        return {"git": {"commit": "c" * 40, "dirty": False}, "machine": {"cpu": cpu, "cores": 2, "gpu": None}}
+
+    recs = [record("p", "Lift", "clean", 0, 0, True)]
+    one = {"merged_from": [{"dir": "a", "policies": ["base"], "provenance": prov("AMD EPYC")},
+                           {"dir": "b", "policies": ["r2a"], "provenance": prov("AMD EPYC")}], "command": "merge"}
+    assert "different machines" not in render_markdown(build_summary(recs, n_resamples=10, provenance=one))
+    two = {**one, "merged_from": [one["merged_from"][0], {**one["merged_from"][1], "provenance": prov("Intel Xeon")}]}
+    md = render_markdown(build_summary(recs, n_resamples=10, provenance=two))
+    assert "**Made on different machines**" in md and "- `b` vs `a`: machine cpu 'AMD EPYC' vs 'Intel Xeon'" in md
+    resumed = prov("AMD EPYC") | {"resumes": [prov("Intel Xeon")]}  # one run, resumed on another machine
+    three = {**one, "merged_from": [one["merged_from"][0], {**one["merged_from"][1], "provenance": resumed}]}
+    assert "- `b (resumed)` vs `a`: machine cpu" in render_markdown(build_summary(recs, n_resamples=10,
+                                                                                   provenance=three))
+    md = render_markdown(build_summary(recs, n_resamples=10, provenance=resumed))  # the run's own report
+    assert "**resumed on another machine** (machine cpu 'AMD EPYC' vs 'Intel Xeon')" in md
+
+
 def test_harmonization_share_per_condition_weighs_episodes_by_their_queries():
     recs = [record("harmonize:base", "Lift", "light", 3, 0, True, harmonize={
                 "queries": 10, "active_share": {"agentview": 1.0, "wrist": 0.0}, "any_active_share": 1.0}),

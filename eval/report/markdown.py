@@ -12,6 +12,7 @@ import numpy as np
 
 from eval.report.summary import is_shown_pair
 from eval.schema import CLEAN
+from r2a_core.provenance import provenance_differences
 
 #: errored jobs listed in report.md (all of them are in summary.json)
 MAX_ERRORS_LISTED = 20
@@ -106,7 +107,8 @@ def _provenance_md(provenance: Mapping[str, Any] | None) -> list[str]:
     if not provenance:
         return []
     if provenance.get("merged_from"):
-        lines = ["## Provenance", "", f"Merged by `{provenance.get('command')}` from runs made separately:", ""]
+        lines = ["## Provenance", "", f"Merged by `{provenance.get('command')}` from runs made separately:", "",
+                 *_replay_warning(provenance["merged_from"])]
         for source in provenance["merged_from"]:
             body = _provenance_md(source.get("provenance"))[2:] or ["- no provenance recorded", ""]
             lines += [f"### `{source['dir']}` ({', '.join(source['policies'])})", "", *body]
@@ -128,7 +130,25 @@ def _provenance_md(provenance: Mapping[str, Any] | None) -> list[str]:
     resumes = provenance.get("resumes") or []
     if resumes:
         lines.append(f"- resumed {len(resumes)} time(s); run.json records each resume's commit, versions and machine")
+        moved = sorted({d for r in resumes for d in provenance_differences(provenance, r) if d.startswith("machine")})
+        lines += [f"- **resumed on another machine** ({d}): episodes from before and after need not replay on one "
+                  "machine" for d in moved]
     return lines + [""]
+
+
+def _replay_warning(sources: Sequence[Mapping[str, Any]]) -> list[str]:
+    """What keeps the merged runs' paired episodes from being replays of each other: episodes replay bit for bit only
+    with one commit, simulator and machine (docs/architecture.md, "Reproducibility"); each run and each of its resumes
+    is compared with the first run's start."""
+    starts = [(s["dir"], s.get("provenance") or {}) for s in sources]
+    made = starts + [(f"{d} (resumed)", r) for d, p in starts for r in p.get("resumes") or []]
+    first_dir, first = starts[0]
+    lines = [f"- `{d}` vs `{first_dir}`: {diff}" for d, p in made[1:] for diff in provenance_differences(first, p)
+             if diff.startswith("machine")]
+    if not lines:
+        return []
+    return ["**Made on different machines**: a pair's two episodes start from the same state but need not replay "
+            "each other (floating-point kernels differ by CPU), so pairs carry that noise too:", "", *lines, ""]
 
 
 def _cell(text: Any) -> str:
