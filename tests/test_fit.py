@@ -139,6 +139,17 @@ def test_a_fit_never_draws_a_test_seed(field, value, what):
         FitConfig.from_dict({**TOY, field: value, "heldout_episodes": 2})
 
 
+def test_fields_a_resumed_fit_may_change_are_fields_read_only_from_a_later_step():
+    from dataclasses import fields
+
+    from fit.config import BASE_FREE_STEPS, EXECUTION_FIELDS, FIRST_READ_BY, STEPS
+
+    names = {f.name for f in fields(FitConfig)}
+    assert set(FIRST_READ_BY) <= names and not set(FIRST_READ_BY) & set(EXECUTION_FIELDS)
+    assert set(FIRST_READ_BY.values()) <= set(STEPS) - {STEPS[0]}  # the first step reads every other field
+    assert FIRST_READ_BY["base"] == STEPS[len(BASE_FREE_STEPS)] and FIRST_READ_BY["deploy"] == "config"
+
+
 def test_the_shipped_fit_configs_load():
     from r2a_core.config import shipped_path
 
