@@ -179,11 +179,11 @@ lerobot-venv: $(LEROBOT_R2A_STAMP)
 
 # Issue 49's variants, chosen on training seeds (docs/experiments/do_no_harm.md), each paired with its base re-run on
 # the same machine (episodes replay only on one machine) in docs/results/noharm/: the standard config and clean at
-# 50 episodes per task for r2a-noharm (~2.5 h on 2 cores), LIBERO-Plus for r2a-libero-noharm beside r2a-libero
+# 50 episodes per task for r2a-noharm beside the published variant (~2.5 h on 2 cores), LIBERO-Plus for r2a-libero-noharm beside r2a-libero
 # (~1 h). Every run resumes; run all of it in one session on one machine.
 results-noharm: install-liberoplus
 	$(call paired_runs,configs/bench/standard.yaml,runs/standard,r2a-noharm,docs/results/noharm/standard)
-	$(call paired_runs,configs/bench/clean.yaml,runs/clean,r2a-noharm,docs/results/noharm/clean)
+	$(call paired_runs,configs/bench/clean.yaml,runs/clean,r2a-harmonize-hold-clgate-canon r2a-noharm,docs/results/noharm/clean)
 	$(call paired_runs,configs/bench/liberoplus_libero.yaml,runs/liberoplus,r2a-libero r2a-libero-noharm,docs/results/noharm/liberoplus,builtin-libero)
 
 # The strong LIBERO base (issue 46; builtin-libero-strong, r2a/assets/builtin_libero_strong/README.md) and R2A around
