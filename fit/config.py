@@ -27,7 +27,7 @@ STEPS = ("graph", "heldout", "statistics", "retriever", "gate", "config")
 BASE_FREE_STEPS = ("graph", "heldout", "statistics")
 #: fields that only a later step reads, with the first step that does: a resumed fit may change such a field while
 #: that step has not run (the base: a fit's data is made while the policy still trains; the deployed settings: chosen
-#: on training seeds once the parts exist). Every other field shapes the first step already.
+#: on training seeds once the parts exist). Any other result field must stay as the fit started.
 FIRST_READ_BY = {"base": STEPS[len(BASE_FREE_STEPS)], "retriever_config": "retriever", "retriever_steps": "retriever",
                  "gate_config": "gate", "gate_overrides": "gate", "dagger_rounds": "gate", "dagger_tasks": "gate",
                  "dagger_shifts": "gate", "dagger_episodes": "gate", "dagger_seed": "gate", "deploy": "config"}

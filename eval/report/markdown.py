@@ -130,10 +130,15 @@ def _provenance_md(provenance: Mapping[str, Any] | None) -> list[str]:
     resumes = provenance.get("resumes") or []
     if resumes:
         lines.append(f"- resumed {len(resumes)} time(s); run.json records each resume's commit, versions and machine")
-        moved = sorted({d for r in resumes for d in provenance_differences(provenance, r) if d.startswith("machine")})
+        moved = sorted({d for r in resumes for d in _machine_differences(provenance, r)})
         lines += [f"- **resumed on another machine** ({d}): episodes from before and after need not replay on one "
                   "machine" for d in moved]
     return lines + [""]
+
+
+def _machine_differences(a: Mapping[str, Any], b: Mapping[str, Any]) -> list[str]:
+    """The lines of ``provenance_differences`` that name the machine (a commit change is the report's own concern)."""
+    return [d for d in provenance_differences(a, b) if d.startswith("machine")]
 
 
 def _replay_warning(sources: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -143,8 +148,7 @@ def _replay_warning(sources: Sequence[Mapping[str, Any]]) -> list[str]:
     starts = [(s["dir"], s.get("provenance") or {}) for s in sources]
     made = starts + [(f"{d} (resumed)", r) for d, p in starts for r in p.get("resumes") or []]
     first_dir, first = starts[0]
-    lines = [f"- `{d}` vs `{first_dir}`: {diff}" for d, p in made[1:] for diff in provenance_differences(first, p)
-             if diff.startswith("machine")]
+    lines = [f"- `{d}` vs `{first_dir}`: {diff}" for d, p in made[1:] for diff in _machine_differences(first, p)]
     if not lines:
         return []
     return ["**Made on different machines**: a pair's two episodes start from the same state but need not replay "
