@@ -169,7 +169,9 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     with HDF5EpisodeWriter(config.out, env_args, problem_info, extra_attrs=extra_attrs) as writer, \
             _pool(config) as pool, \
             tqdm(total=len(jobs), desc=f"collect {config.task}", unit="ep", disable=not progress) as bar:
-        for index, episode in pool.imap_unordered(_record, jobs):
+        # in episode order, whichever worker finishes first: the file's bytes then depend on its episodes alone,
+        # so demos re-collected on a CPU of the same kind hash the same (a training run's resume checks that)
+        for index, episode in pool.imap(_record, jobs):
             writer.add(episode, index)
             successes += int(episode.success)
             frames += len(episode)
@@ -187,7 +189,7 @@ class _InProcessPool:
     def __init__(self, config: CollectConfig) -> None:
         _init_worker(config)
 
-    def imap_unordered(self, fn, jobs):
+    def imap(self, fn, jobs):
         return map(fn, jobs)
 
     def __enter__(self) -> "_InProcessPool":
