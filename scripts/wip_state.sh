@@ -40,6 +40,13 @@ save() {
     mkdir -p "$WIP/data" && sha256sum "${files[@]}" > "$WIP/data/demos.sha256"
     echo "wip_state: digests of ${#files[@]} demonstration files → $WIP/data/demos.sha256"
   fi
+  cat > "$WIP/README.md" <<'TEXT'
+# wip/ — the resumable state of long runs in progress
+
+Not part of r2a: what the runs of open issues need to resume on a new machine (written by `scripts/wip_state.sh
+save`; `restore` copies it back into runs/, `check` compares re-collected demos with the digests here). It goes
+away when those runs ship. See docs/experiments/libero_strong.md, "Restart".
+TEXT
   echo "wip_state: $n files → $WIP/ ($(du -sh "$WIP" | cut -f1))"
 }
 
