@@ -8,6 +8,10 @@
 #
 #   bash scripts/libero_strong_base.sh            # the shipped base (hours on 2 cores; r2a/assets/builtin_libero_strong/README.md)
 #   STEP=demos bash scripts/libero_strong_base.sh # one step only: demos | stage1 | dagger1 | stage2 | dagger2 | stage3
+#   THREADS=1 bash scripts/libero_strong_base.sh  # training on one core (beside ACT's training on the other)
+#
+# On a new machine, `bash scripts/wip_state.sh restore` first: the training checkpoints saved on main come back, the
+# demos are re-collected (the same bytes on a CPU of the same kind; `wip_state.sh check`), and training resumes.
 set -euo pipefail
 R2A=${R2A:-.venv/bin/r2a}
 DATA=${DATA:-data/libero_strong}
@@ -19,6 +23,7 @@ DART=${DART:-15}                     # DART episodes per task (seeds 10000…): 
 DAGGER=${DAGGER:-10}                 # on-policy episodes per task and round (seeds 40000 + 1000·round…)
 BETA=${BETA:-0.1}                    # DAgger: probability per chunk that the expert executes it
 WORKERS=${WORKERS:-2}
+THREADS=${THREADS:-0}                # torch threads of training (0: every core); a resumed run may change it
 STEP=${STEP:-all}
 file() { echo "${1//\//_}"; }
 log() { echo "[$(date +%T)] $*"; }
@@ -47,7 +52,7 @@ train() {
   trained "$out" && return 0
   local from=(); [ "$init" = none ] || from=(--set "init_from=$init" --set warmup_steps=200)
   $R2A policy train --config configs/policy/builtin_libero_strong.yaml --demos "$@" --out "$out" \
-    --set "steps=$steps" --set "lr=$lr" "${from[@]}"
+    --set "steps=$steps" --set "lr=$lr" --set "threads=$THREADS" "${from[@]}"
 }
 # dagger ROUND LEARNER: every task, DAGGER episodes driven by the learner (the expert executes a chunk with
 # probability BETA), labelled with the expert's own next 8 actions from every state reached
