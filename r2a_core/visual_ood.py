@@ -26,7 +26,7 @@ import numpy as np
 
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
-from r2a_core.images import resize_image
+from r2a_core.images import block_sums, resize_image
 
 FORMAT, FORMAT_VERSION = "r2a.image-stats", 2
 READABLE_VERSIONS = (1, 2)
@@ -120,18 +120,7 @@ def _pooled(img: np.ndarray) -> np.ndarray:
     h, w = img.shape[:2]
     if h % POOL_SIZE == 0 and w % POOL_SIZE == 0 and np.issubdtype(img.dtype, np.integer):
         fy, fx = h // POOL_SIZE, w // POOL_SIZE
-        rows = img.reshape(POOL_SIZE, fy, w * 3)
-        # sums of uint8 blocks fit in uint16 up to 257 pixels a block (512 px): half the memory traffic of uint32,
-        # and the rows are widened as they are added rather than the whole image first — the same integer sums
-        wide = np.uint16 if img.dtype == np.uint8 and fy * fx * 255 < 2 ** 16 else np.uint32
-        acc = rows[:, 0].astype(wide)
-        for k in range(1, fy):  # plain adds of strided slices: far faster than a reduction over inner axes
-            acc += rows[:, k].astype(wide, copy=False)
-        cols = acc.reshape(POOL_SIZE, POOL_SIZE, fx, 3)
-        out = cols[:, :, 0].copy()
-        for k in range(1, fx):
-            out += cols[:, :, k]
-        return np.rint(out / (fy * fx))
+        return np.rint(block_sums(img, fy, fx) / (fy * fx))
     return resize_image(img, (POOL_SIZE, POOL_SIZE)).astype(np.float64)
 
 

@@ -38,6 +38,19 @@ def test_resize_area_and_nearest():
     assert resize_image(np.zeros((10, 10, 3), np.uint8), (4, 4), "nearest").shape == (4, 4, 3)
 
 
+def test_resizing_a_stack_gives_each_frame_as_it_comes_out_alone():
+    """The trainer resizes each episode's frames at once; the run time resizes one frame: the same pixels."""
+    frames = np.random.default_rng(0).integers(0, 256, (5, 128, 96, 3), dtype=np.uint8)
+    frames[0] = 255
+    frames[1, ::2] = 0
+    for size in ((64, 48), (32, 24), (32, 32), (100, 90), (128, 96)):  # power-of-two blocks, others, none
+        for method in ("area", "nearest"):
+            want = np.stack([resize_image(frame, size, method) for frame in frames])
+            np.testing.assert_array_equal(resize_image(frames, size, method), want, err_msg=f"{size} {method}")
+    floats = frames.astype(np.float32) / 3
+    np.testing.assert_array_equal(resize_image(floats, (64, 48)), np.stack([resize_image(f, (64, 48)) for f in floats]))
+
+
 def test_spatial_softmax_finds_a_bright_spot():
     layer = SpatialSoftmax(1, 1)
     with torch.no_grad():

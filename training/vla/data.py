@@ -103,8 +103,7 @@ def _episode_rows(ep: Episode, number: int, prompts: list[str], tasks: list[str]
                   image_size: int, chunk: int, replayer: StateReplayer | None) -> dict[str, np.ndarray]:
     _check_cameras(ep, cameras, number)
     n = len(ep)
-    rows = {f"image/{cam}": np.stack([resize_image(frame, (image_size, image_size)) for frame in ep.images[cam]])
-            for cam in cameras}
+    rows = {f"image/{cam}": resize_image(np.asarray(ep.images[cam]), (image_size, image_size)) for cam in cameras}
     rows["actions"], rows["mask"] = episode_chunk_targets(ep, chunk)
     if replayer is not None:
         rows["aux"], rows["aux_mask"] = object_offsets(ep, replayer)
