@@ -4,7 +4,8 @@
 # cheaply redo travels in wip/ on main until the run ships, then wip/ goes: training checkpoints whose files are
 # small (the VLA trainer's weights, average, optimizer and step), the sha256 of each demonstration file they trained
 # on, and the logs. The demos themselves (GBs) are re-collected by their own script; on a CPU of the same kind the
-# files come out byte for byte the same (`check` says so), and the trainer refuses to resume on any other.
+# episodes come out the same, and `check` says whether the files' bytes do (not yet always: docs/experiments/
+# libero_strong.md, "Restart"); the trainer refuses to resume on files whose bytes differ.
 #
 #   bash scripts/wip_state.sh save      # runs/ and data/ digests → wip/ (each file under 32 MB)
 #   bash scripts/wip_state.sh restore   # wip/ → runs/, where runs/ has no such file
