@@ -169,8 +169,9 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
     with HDF5EpisodeWriter(config.out, env_args, problem_info, extra_attrs=extra_attrs) as writer, \
             _pool(config) as pool, \
             tqdm(total=len(jobs), desc=f"collect {config.task}", unit="ep", disable=not progress) as bar:
-        # in episode order, whichever worker finishes first: the file's bytes then depend on its episodes alone,
-        # so demos re-collected on a CPU of the same kind hash the same (a training run's resume checks that)
+        # in episode order, whichever worker finishes first, so that the file's layout does not follow the workers'
+        # timing and re-collected demos can hash as before (a training run's resume checks that; not yet every
+        # file does: docs/experiments/libero_strong.md, "Restart")
         for index, episode in pool.imap(_record, jobs):
             writer.add(episode, index)
             successes += int(episode.success)
