@@ -170,8 +170,8 @@ def collect(config: CollectConfig, progress: bool = True) -> CollectResult:
             _pool(config) as pool, \
             tqdm(total=len(jobs), desc=f"collect {config.task}", unit="ep", disable=not progress) as bar:
         # in episode order, whichever worker finishes first, so that the file's layout does not follow the workers'
-        # timing and re-collected demos can hash as before (a training run's resume checks that; not yet every
-        # file does: docs/experiments/libero_strong.md, "Restart")
+        # timing and re-collected demos usually hash as before (a training run resumes on the same episodes even
+        # where the bytes differ: training/vla/train.py, same_sources)
         for index, episode in pool.imap(_record, jobs):
             writer.add(episode, index)
             successes += int(episode.success)

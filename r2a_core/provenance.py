@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import importlib.metadata
 import importlib.util
+import json
 import os
 import platform
 import shlex
@@ -24,6 +25,8 @@ import subprocess
 import sys
 from pathlib import Path
 from typing import Any, Iterable, Mapping
+
+import numpy as np
 
 #: the project's source tree (the parent of the r2a_core package): a git checkout when installed editable
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +91,32 @@ def legacy_source_sha256(path: str | Path) -> str:
 def source_digests(path: str | Path) -> tuple[str, str]:
     """The digests a record may hold for a demonstration source: ``(sha256_path, legacy_source_sha256)``."""
     return sha256_path(path), legacy_source_sha256(path)
+
+
+def episodes_sha256(episodes: Iterable[Any]) -> str:
+    """Hex sha256 of what a list of :class:`~r2a_core.types.Episode` holds — every field, array and image, in order
+    — not of the file it was read from. Two files with the same episodes give the same digest whatever their layout
+    (an HDF5 file's bytes depend on the order its objects were written); a training run's resume compares it where
+    file bytes differ (re-collected demos on a new machine)."""
+    digest = hashlib.sha256()
+
+    def put(name: str, value: Any) -> None:
+        if value is None:
+            digest.update(f"{name}:None;".encode())
+            return
+        array = np.ascontiguousarray(value)
+        digest.update(f"{name}:{array.dtype.str}{array.shape};".encode())
+        digest.update(array if array.size else b"")
+
+    for number, ep in enumerate(episodes):
+        header = {"task": ep.task, "instruction": ep.instruction, "success": bool(ep.success), "meta": ep.meta}
+        digest.update(f"episode {number}:{json.dumps(header, sort_keys=True, default=str)};".encode())
+        for name in ("actions", "ee_pos", "ee_quat", "gripper", "joint_pos", "gripper_qpos", "sim_states",
+                     "robot_states", "label_chunks"):
+            put(name, getattr(ep, name))
+        for camera in sorted(ep.images):
+            put(f"images/{camera}", ep.images[camera])
+    return digest.hexdigest()
 
 
 def artifact(path: str | Path) -> dict[str, str]:

@@ -4,8 +4,9 @@
 # cheaply redo travels in wip/ on main until the run ships, then wip/ goes: training checkpoints whose files are
 # small (the VLA trainer's weights, average, optimizer and step), the sha256 of each demonstration file they trained
 # on, and the logs. The demos themselves (GBs) are re-collected by their own script; on a CPU of the same kind the
-# episodes come out the same, and `check` says whether the files' bytes do (not yet always: docs/experiments/
-# libero_strong.md, "Restart"); the trainer refuses to resume on files whose bytes differ.
+# episodes come out the same, and `check` says whether the files' bytes do (not always: docs/experiments/
+# libero_strong.md, "Restart"). The trainer resumes on the same episodes whatever the bytes (it records each file's
+# episodes digest beside its sha256) and refuses other episodes, naming the run.
 #
 #   bash scripts/wip_state.sh save      # runs/ and data/ digests → wip/ (each file under 32 MB)
 #   bash scripts/wip_state.sh restore   # wip/ → runs/, where runs/ has no such file
@@ -64,7 +65,13 @@ restore() {
 
 check() {
   [ -e "$WIP/data/demos.sha256" ] || { echo "wip_state: no saved digests ($WIP/data/demos.sha256)" >&2; return 1; }
-  sha256sum --quiet -c "$WIP/data/demos.sha256" && echo "wip_state: every demonstration file matches the saved digests"
+  if sha256sum --quiet -c "$WIP/data/demos.sha256"; then
+    echo "wip_state: every demonstration file matches the saved digests"
+  else
+    echo "wip_state: some files' bytes differ from the saved ones; training resumes if their episodes are the same" \
+      "(the trainer compares them and names a run it refuses)" >&2
+    return 1
+  fi
 }
 
 case "${1:-}" in

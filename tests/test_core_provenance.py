@@ -14,6 +14,7 @@ from r2a_core.provenance import (
     collect_provenance,
     command_line,
     cpu_features,
+    episodes_sha256,
     git_state,
     legacy_source_sha256,
     machine_info,
@@ -157,3 +158,28 @@ def test_builtin_vla_declares_its_checkpoint_and_the_guard_forwards_it():
     entry = policy_artifacts(policy)["base_checkpoint"]
     assert entry == {"path": str(BUILTIN_CHECKPOINT), "sha256": sha256_dir(BUILTIN_CHECKPOINT)}
     assert policy.metadata is policy.inner.metadata
+
+
+def test_the_episodes_digest_follows_the_episodes_not_the_file_layout(tmp_path, episodes):
+    """The same episodes written in another order are other bytes (an HDF5 file's layout follows the order its
+    objects were written) but the same episodes digest; one changed value, a flipped sign of zero included, is
+    another digest. A training run resumes on re-collected demos by it (training/vla/train.py: same_sources)."""
+    from demos.dataset import load_episodes
+    from demos.hdf5_io import HDF5EpisodeWriter
+
+    path = tmp_path / "demos.hdf5"
+
+    def write(order: list[int]) -> tuple[str, str]:
+        with HDF5EpisodeWriter(path, {"env_name": "Lift"}) as writer:
+            for index in order:
+                writer.add(episodes[index], index)
+        return sha256_file(path), episodes_sha256(load_episodes(path))
+
+    (bytes_forward, content_forward), (bytes_backward, content_backward) = write([0, 1, 2]), write([2, 1, 0])
+    assert bytes_forward != bytes_backward and content_forward == content_backward
+    assert episodes_sha256(episodes) == episodes_sha256([*episodes])
+    zero = episodes[1].actions[0, 0] = 0.0
+    before = episodes_sha256(episodes)
+    episodes[1].actions[0, 0] = -zero
+    assert episodes_sha256(episodes) != before
+    assert episodes_sha256(episodes[:2]) != episodes_sha256(episodes)

@@ -423,8 +423,9 @@ def test_a_stopped_run_resumes_to_the_weights_of_one_that_never_stopped(tiny_che
     """A run killed mid-way (a session's end) resumes from its last save: same weights, average, optimizer and
     sampler, so the result is the uninterrupted run's, bit for bit; another config is refused."""
     import training.vla.train as train
+    from demos.dataset import load_episodes
     from r2a.vla.checkpoint import MANIFEST, TRAIN_WEIGHTS, still_training
-    from r2a_core.provenance import legacy_source_sha256, sha256_file
+    from r2a_core.provenance import episodes_sha256, legacy_source_sha256, sha256_file
 
     demos = tiny_checkpoint.parent / "demos.hdf5"
     config = TrainConfig.from_yaml(None, TINY + ["save_every=2", f"prompts_from={tiny_checkpoint}"])
@@ -450,8 +451,13 @@ def test_a_stopped_run_resumes_to_the_weights_of_one_that_never_stopped(tiny_che
     assert manifest["provenance"]["sources"][0]["sha256"] == sha256_file(demos)
     manifest["provenance"]["sources"][0]["sha256"] = legacy_source_sha256(demos)
     (tmp_path / "stopped" / MANIFEST).write_text(json.dumps(manifest))
-    assert not train.same_sources([{**manifest["provenance"]["sources"][0], "sha256": "0" * 64}],
-                                  manifest["provenance"]["sources"][:1])
+    recorded = manifest["provenance"]["sources"][0]
+    assert recorded["content_sha256"] == episodes_sha256(load_episodes(demos))
+    # demos re-collected on a new machine: the same episodes in other bytes resume; other episodes do not
+    assert train.same_sources([{**recorded, "sha256": "0" * 64}], [recorded])
+    assert not train.same_sources([{**recorded, "sha256": "0" * 64, "content_sha256": "1" * 64}], [recorded])
+    assert not train.same_sources([{k: v for k, v in recorded.items() if k != "content_sha256"} | {"sha256": "0" * 64}],
+                                  [recorded])
     summary = train_policy(config, [demos], tmp_path / "stopped")
     assert summary["steps"] == 6 and not still_training(tmp_path / "stopped")
     assert not (tmp_path / "stopped" / TRAIN_WEIGHTS).exists()  # the finished checkpoint ships the average only

@@ -123,7 +123,8 @@ def _check_cameras(ep: Episode, cameras: tuple[str, ...], number: int) -> None:
 
 
 def load_training_episodes(paths: list[str | Path]) -> tuple[list[Episode], list[dict]]:
-    """Learnable episodes of every source, and a provenance record (path, sha256, counts) per source."""
+    """Learnable episodes of every source, and a provenance record (path, sha256 of the file and of its episodes,
+    counts) per source."""
     episodes, sources = [], []
     for path in paths:
         kept, source = _successful_episodes(path)
@@ -143,11 +144,12 @@ def learnable(ep: Episode) -> bool:
 def _successful_episodes(path: str | Path) -> tuple[list[Episode], dict]:
     """One source's learnable episodes and its provenance; a source without any only earns a warning."""
     from demos.dataset import load_episodes
-    from r2a_core.provenance import sha256_path
+    from r2a_core.provenance import episodes_sha256, sha256_path
 
     loaded = load_episodes(path, load_images=True)
     kept = [ep for ep in loaded if learnable(ep)]
-    source = {"path": str(path), "sha256": sha256_path(path), "episodes": len(kept),
+    source = {"path": str(path), "sha256": sha256_path(path), "content_sha256": episodes_sha256(loaded),
+              "episodes": len(kept),
               "skipped_failures": len(loaded) - len(kept), "frames": int(sum(len(e) for e in kept)),
               "on_policy_failures": sum(not ep.success for ep in kept)}
     log.info("%s: %d episodes, %d frames", path, len(kept), source["frames"])

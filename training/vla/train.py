@@ -297,16 +297,21 @@ def _resume(out: str | Path, config: TrainConfig, provenance: dict[str, Any], mo
 
 
 def same_sources(recorded: list[dict] | None, now: list[dict]) -> bool:
-    """Whether a checkpoint's recorded demo sources are ``now``'s: the same files, episodes and frames, each file's
-    sha256 as :func:`~r2a_core.provenance.sha256_path` gives it or — recorded before issue 47 — its name-salted
-    :func:`~r2a_core.provenance.legacy_source_sha256`."""
+    """Whether a checkpoint's recorded demo sources are ``now``'s: the same files, episodes and frames, each file
+    the same bytes — its sha256 as :func:`~r2a_core.provenance.sha256_path` gives it or, recorded before issue 47,
+    the name-salted :func:`~r2a_core.provenance.legacy_source_sha256` — or the same episodes
+    (:func:`~r2a_core.provenance.episodes_sha256`, recorded since: demos re-collected on a new machine hold the same
+    episodes in a file whose bytes may differ)."""
     from r2a_core.provenance import legacy_source_sha256
 
+    digests = ("sha256", "content_sha256")
     if not isinstance(recorded, list) or len(recorded) != len(now):
         return False
     for old, new in zip(recorded, now):
-        if {k: v for k, v in old.items() if k != "sha256"} != {k: v for k, v in new.items() if k != "sha256"}:
+        if {k: v for k, v in old.items() if k not in digests} != {k: v for k, v in new.items() if k not in digests}:
             return False
+        if old.get("content_sha256") is not None and old["content_sha256"] == new.get("content_sha256"):
+            continue
         if old.get("sha256") != new.get("sha256") and old.get("sha256") != legacy_source_sha256(new["path"]):
             return False
     return True
