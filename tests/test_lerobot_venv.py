@@ -97,7 +97,9 @@ def lerobot_run(tmp_path_factory):
     episodes = _episodes()
     demos = write_hdf5(root / "demos.hdf5", episodes, env_args={"env_name": "Lift"})
     dataset, out = root / "dataset", root / "act"
+    (root / "dataset.partial").mkdir()  # an interrupted export's leftover: started again, then renamed
     _run([PYTHON, SCRIPTS / "export_dataset.py", demos, "--out", dataset])
+    assert (dataset / "meta" / "info.json").is_file() and not (root / "dataset.partial").exists()
     env = {"DATASET": dataset, "OUT": out, "STEPS": "2", "BATCH_SIZE": "2", "SAVE_FREQ": "2", "NUM_WORKERS": "0"}
     _run(["env", *(f"{k}={v}" for k, v in env.items()), "bash", SCRIPTS / "train_act.sh", *TINY_ACT])
     recorded = [ep for ep in load_episodes(demos) if ep.success]  # what the export read

@@ -26,7 +26,8 @@ size (measure with ``du``; a 128-px frame pair is tens of kB as PNG).
 Deterministic: the same files in the same order give the same frames, states, actions, tasks and statistics, and
 written to the same ``--out`` path the same bytes (the script runs itself under ``PYTHONHASHSEED=0``: lerobot writes
 ``meta/stats.json`` in a set's order; the datasets library's fingerprint in the parquet metadata hashes the image
-paths under ``--out``). ``--out`` is replaced only with ``--overwrite``. No network is used.
+paths under ``--out``). ``--out`` is replaced only with ``--overwrite``, and only once the new dataset is complete:
+it is written to ``--out`` + ``.partial`` and renamed. No network is used.
 """
 
 from __future__ import annotations
@@ -146,12 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    if args.out.exists():
-        if not args.overwrite:
-            parser.error(f"{args.out} exists (give --overwrite to replace it)")
-        shutil.rmtree(args.out)
+    if args.out.exists() and not args.overwrite:
+        parser.error(f"{args.out} exists (give --overwrite to replace it)")
+    # written beside --out and moved there whole once finalized: an interrupted export leaves no dataset that looks
+    # complete (the next run starts the partial one again); a fixed name keeps the bytes deterministic
+    partial = args.out.with_name(args.out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
     start = time.perf_counter()
-    counts = export(args.sources, args.out, use_videos=args.videos, repo_id=args.repo_id)
+    counts = export(args.sources, partial, use_videos=args.videos, repo_id=args.repo_id)
+    if args.out.exists():
+        shutil.rmtree(args.out)
+    partial.rename(args.out)
     size = sum(p.stat().st_size for p in args.out.rglob("*") if p.is_file())
     log.info("wrote %s: %d episodes, %d frames (%d failed episodes skipped), %.1f MB, %.0f s", args.out,
              counts["episodes"], counts["frames"], counts["skipped_failed"], size / 1e6, time.perf_counter() - start)
