@@ -24,9 +24,12 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from r2a_core.types import Episode
 
 #: the project's source tree (the parent of the r2a_core package): a git checkout when installed editable
 SOURCE_ROOT = Path(__file__).resolve().parents[1]
@@ -93,7 +96,7 @@ def source_digests(path: str | Path) -> tuple[str, str]:
     return sha256_path(path), legacy_source_sha256(path)
 
 
-def episodes_sha256(episodes: Iterable[Any]) -> str:
+def episodes_sha256(episodes: Iterable[Episode]) -> str:
     """Hex sha256 of what a list of :class:`~r2a_core.types.Episode` holds — every field, array and image, in order
     — not of the file it was read from. Two files with the same episodes give the same digest whatever their layout
     (an HDF5 file's bytes depend on the order its objects were written); a training run's resume compares it where
