@@ -11,7 +11,7 @@
 #   THREADS=1 bash scripts/libero_strong_base.sh  # training on one core (beside ACT's training on the other)
 #
 # On a new machine, `bash scripts/wip_state.sh restore` first: the training checkpoints saved on main come back, the
-# demos are re-collected (`wip_state.sh check`: the same bytes?), and training resumes if they are.
+# demos are re-collected (`wip_state.sh check`: the same bytes?), and training resumes if their episodes are the same.
 set -euo pipefail
 R2A=${R2A:-.venv/bin/r2a}
 DATA=${DATA:-data/libero_strong}
