@@ -9,11 +9,14 @@ a config that reaches past it is refused before anything runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from r2a_core.config import TypedConfig
 from r2a_core.errors import R2AInputError
 from r2a_core.seeds import TEST_SEED_START
+
+if TYPE_CHECKING:
+    from r2a.wrapper.config import R2AConfig
 
 #: the image factors whose renders fit the photometric detectors (at least one must be among shifts)
 PHOTOMETRIC_FACTORS = ("light", "background")
@@ -160,6 +163,18 @@ class FitConfig(TypedConfig):
         self._check_base()
         RetrieverTrainConfig.from_yaml(self.retriever_config, [f"base={self.base}", f"steps={self.retriever_steps}"])
         load_r2a_config(self.r2a_config, [f"base={self.base}", *self.deploy])
+
+    def deployed_r2a_config(self, *, graph: str, retriever: str, gate: str, gate_image_stats: str,
+                            harmonize_stats: str) -> R2AConfig:
+        """The R2A config this fit deploys: the template around the base with these parts, the
+        deploy overrides last. The fit's config step writes it with its own parts; a shipped preset made by a fit is
+        checked against it with the shipped ones."""
+        from r2a.wrapper.build import load_r2a_config
+
+        return load_r2a_config(self.r2a_config, [
+            f"base={self.base}", f"graph={graph}", f"retriever={retriever}", "gate.kind=learned",
+            f"gate.checkpoint={gate}", f"gate.image_stats={gate_image_stats}",
+            f"harmonize.image_stats={harmonize_stats}", *self.deploy])
 
     def _check_base(self) -> None:
         """Build the base once: a wrong spec, a missing checkpoint or a server that does not answer fails now (the

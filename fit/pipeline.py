@@ -216,15 +216,12 @@ class Fitting:
         """``OUT/r2a.yaml``: the R2A config around the base with the fitted parts (paths relative to itself)."""
         import yaml
 
-        from r2a.wrapper.build import load_r2a_config
-
         path = self.out / R2A_CONFIG
         if path.exists():  # written once (a hand edit stays)
             return [path]
-        parts = [f"base={self.config.base}", f"graph=./{GRAPH}", f"retriever=./{RETRIEVER}", "gate.kind=learned",
-                 f"gate.checkpoint=./{GATE}", f"gate.image_stats=./{IMAGE_STATS}",
-                 f"harmonize.image_stats=./{HARMONIZE_STATS}"]
-        config = load_r2a_config(self.config.r2a_config, parts + list(self.config.deploy))  # the overrides' ./ stay
+        config = self.config.deployed_r2a_config(  # the ./ paths stay relative to the written file
+            graph=f"./{GRAPH}", retriever=f"./{RETRIEVER}", gate=f"./{GATE}", gate_image_stats=f"./{IMAGE_STATS}",
+            harmonize_stats=f"./{HARMONIZE_STATS}")
         text = yaml.safe_dump(config.to_dict(), sort_keys=False)
         header = (f"# R2A around {self.config.base}, fitted by `r2a fit` ({MANIFEST} beside this file says how):\n"
                   f"# --policy r2a:{self.out} (or r2a:{self.out / R2A_CONFIG}); paths starting with ./ are relative to "

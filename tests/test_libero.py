@@ -73,7 +73,6 @@ def test_r2a_libero_strong_is_what_its_fit_writes_with_the_shipped_parts():
     from fit.config import FitConfig
     from graph_builder.storage import read_manifest
     from r2a.policies.registry import r2a_config_for
-    from r2a.wrapper.build import load_r2a_config
     from r2a.wrapper.config import resolve_path
     from r2a.wrapper.gate_checkpoint import load_gate
     from r2a_core.types import OSC_POSE_DELTA
@@ -83,10 +82,9 @@ def test_r2a_libero_strong_is_what_its_fit_writes_with_the_shipped_parts():
              config.harmonize.image_stats)
     assert all("r2a_libero_strong_" in part for part in parts) and all(resolve_path(part).exists() for part in parts)
     recipe = FitConfig.from_yaml("configs/fit/builtin_libero_strong.yaml")
-    fitted = load_r2a_config(recipe.r2a_config, [
-        f"base={recipe.base}", f"graph={config.graph}", f"retriever={config.retriever}", "gate.kind=learned",
-        f"gate.checkpoint={config.gate.checkpoint}", f"gate.image_stats={config.gate.image_stats}",
-        f"harmonize.image_stats={config.harmonize.image_stats}", *recipe.deploy])
+    fitted = recipe.deployed_r2a_config(graph=config.graph, retriever=config.retriever, gate=config.gate.checkpoint,
+                                        gate_image_stats=config.gate.image_stats,
+                                        harmonize_stats=config.harmonize.image_stats)
     assert config.base == "builtin-libero-strong" and config.to_dict() == fitted.to_dict()
     graph = read_manifest(resolve_path(config.graph))
     assert set(graph["tasks"]) == {f"{suite}/{i}" for suite in LIBERO_SUITES for i in range(10)}
