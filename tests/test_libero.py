@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import importlib.util
+import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,6 +93,27 @@ def test_r2a_libero_strong_is_what_its_fit_writes_with_the_shipped_parts():
     graph = read_manifest(resolve_path(config.graph))
     assert set(graph["tasks"]) == {f"{suite}/{i}" for suite in LIBERO_SUITES for i in range(10)}
     assert max(load_gate(resolve_path(config.gate.checkpoint), OSC_POSE_DELTA).seeds) < 100_000
+
+
+def test_each_libero_install_keeps_its_own_path_config(monkeypatch, tmp_path):
+    """Two checkouts on one machine (a long run and a clean clone's CI) never rewrite each other's LIBERO paths:
+    LIBERO re-reads its config at every task it builds, so a shared file sent a running benchmark to the other
+    checkout's files."""
+    from types import SimpleNamespace
+
+    from sim.envs import libero_env
+
+    monkeypatch.setattr(libero_env, "_CONFIG_ROOT", tmp_path / "cache")
+    configs = {}
+    for install in (tmp_path / "a" / "libero", tmp_path / "b" / "libero"):
+        monkeypatch.delenv("LIBERO_CONFIG_PATH", raising=False)
+        monkeypatch.setattr(importlib.util, "find_spec",
+                            lambda name, install=install: SimpleNamespace(submodule_search_locations=[str(install)]))
+        libero_env._write_libero_config()
+        configs[install] = Path(os.environ["LIBERO_CONFIG_PATH"]) / "config.yaml"
+    assert len(set(configs.values())) == 2
+    for install, config in configs.items():
+        assert f"benchmark_root: {install / 'libero'}\n" in config.read_text()
 
 
 def test_a_missing_asset_wheel_names_what_to_install(monkeypatch):

@@ -67,8 +67,8 @@ INSTALL_HINT = "pip install -e '.[libero]' (or: make install-libero)"
 LIBERO_STATE_KEYS = {"state/libero/eef_pos": "robot0_eef_pos", "state/libero/eef_quat": "robot0_eef_quat",
                      "state/libero/gripper_qpos": "robot0_gripper_qpos"}
 _UNIT_CORNERS = np.array([[x, y, z] for x in (-1.0, 1.0) for y in (-1.0, 1.0) for z in (-1.0, 1.0)])
-#: where r2a keeps LIBERO's path config (LIBERO asks on stdin for one on first import otherwise)
-_CONFIG_DIR = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "r2a" / "libero"
+#: where r2a keeps LIBERO's path configs (LIBERO asks on stdin for one on first import otherwise), one per install
+_CONFIG_ROOT = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "r2a" / "libero"
 
 
 def libero_assets_dir() -> Path:
@@ -98,14 +98,24 @@ def _write_libero_config() -> None:
     root = Path(list(spec.submodule_search_locations)[0]) / "libero"
     paths = {"benchmark_root": root, "bddl_files": root / "bddl_files", "init_states": root / "init_files",
              "datasets": root.parent / "datasets", "assets": root / "assets"}
-    _CONFIG_DIR.mkdir(parents=True, exist_ok=True)
-    config = _CONFIG_DIR / "config.yaml"
+    config_dir = libero_config_dir(root)
+    config_dir.mkdir(parents=True, exist_ok=True)
+    config = config_dir / "config.yaml"
     text = "".join(f"{key}: {value}\n" for key, value in paths.items())
     if not config.exists() or config.read_text() != text:
         tmp = config.with_suffix(".tmp")
         tmp.write_text(text)
         tmp.replace(config)
-    os.environ["LIBERO_CONFIG_PATH"] = str(_CONFIG_DIR)
+    os.environ["LIBERO_CONFIG_PATH"] = str(config_dir)
+
+
+def libero_config_dir(libero_root: Path) -> Path:
+    """The path config's directory for the LIBERO installed at ``libero_root``: one per install, because LIBERO
+    re-reads it at every task it builds — one shared file let a second checkout on the machine (a clean clone's CI)
+    point a running benchmark at its own venv, and deleting that clone failed the benchmark's episodes."""
+    import hashlib
+
+    return _CONFIG_ROOT / hashlib.sha256(str(libero_root.resolve()).encode()).hexdigest()[:16]
 
 
 def _link_assets(assets: Path) -> None:
