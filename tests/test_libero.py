@@ -104,9 +104,10 @@ def test_each_libero_install_keeps_its_own_path_config(monkeypatch, tmp_path):
     from sim.envs import libero_env
 
     monkeypatch.setattr(libero_env, "_CONFIG_ROOT", tmp_path / "cache")
+    monkeypatch.setattr(os, "environ", dict(os.environ))  # the real process environment stays untouched
     configs = {}
     for install in (tmp_path / "a" / "libero", tmp_path / "b" / "libero"):
-        monkeypatch.delenv("LIBERO_CONFIG_PATH", raising=False)
+        os.environ.pop("LIBERO_CONFIG_PATH", None)
         monkeypatch.setattr(importlib.util, "find_spec",
                             lambda name, install=install: SimpleNamespace(submodule_search_locations=[str(install)]))
         libero_env._write_libero_config()
