@@ -41,6 +41,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from r2a_core.errors import R2AInputError
+from r2a_core.files import write_text_atomic
 from r2a_core.rotations import xyzw_to_wxyz
 from sim.envs.libero_tasks import LIBERO_TASKS, SETTLE_STEPS, LiberoTaskSpec
 from sim.envs.rendering import apply_render_quality
@@ -103,9 +104,7 @@ def _write_libero_config() -> None:
     config = config_dir / "config.yaml"
     text = "".join(f"{key}: {value}\n" for key, value in paths.items())
     if not config.exists() or config.read_text() != text:
-        tmp = config.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(config)
+        write_text_atomic(config, text)
     os.environ["LIBERO_CONFIG_PATH"] = str(config_dir)
 
 
