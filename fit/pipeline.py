@@ -35,7 +35,13 @@ from tqdm import tqdm
 from fit.config import FIRST_READ_BY, STEPS, FitConfig
 from r2a.wrapper.build import FITTED_CONFIG as R2A_CONFIG
 from r2a_core.errors import R2AInputError
-from r2a_core.files import atomic_dir, read_manifest_json, write_json_atomic, write_text_atomic
+from r2a_core.files import (
+    atomic_dir,
+    read_manifest_json,
+    remove_stale_temporaries,
+    write_json_atomic,
+    write_text_atomic,
+)
 from sim.envs.tasks import task_file_stem
 
 log = logging.getLogger(__name__)
@@ -275,6 +281,9 @@ class Fitting:
         todo = [(fn, kwargs) for fn, kwargs in jobs if not Path(kwargs["out"]).exists()]
         if not todo:
             return
+        for directory in sorted({Path(kwargs["out"]).parent for _, kwargs in todo}):
+            for stale in remove_stale_temporaries(directory):  # a worker killed mid-file by the last stop
+                log.info("removed %s, left by an interrupted run", stale)
         with ProcessPoolExecutor(self.config.workers, mp_context=get_context("spawn")) as pool:
             futures = [pool.submit(fn, **kwargs) for fn, kwargs in todo]
             for future in tqdm(futures, desc=what, unit="file", disable=not self.progress):

@@ -20,9 +20,47 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 
-def temp_sibling(path: Path, kind: str = "tmp") -> Path:
-    """A unique hidden name next to ``path`` (same filesystem, so the final rename is atomic)."""
-    return path.parent / f".{path.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+def temp_sibling(path: Path, kind: str = "tmp", suffix: str = "") -> Path:
+    """A unique hidden name next to ``path`` (same filesystem, so the final rename is atomic):
+    ``.NAME.KIND-PID-HEX8`` and then ``suffix``, for writers that insist on a file extension."""
+    return path.parent / f".{path.name}.{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}{suffix}"
+
+
+def remove_stale_temporaries(directory: str | Path) -> list[Path]:
+    """Remove the temporaries (``.NAME.KIND-PID-…``, files or directories) that writers killed outright left in
+    ``directory`` — a SIGKILL, or a pool worker that never got SIGTERM's unwinding — and return them. A temporary
+    whose writer's process still runs is kept, so a second writer in the same directory is never cut short."""
+    removed = []
+    for entry in sorted(Path(directory).glob(".*-*-*")) if Path(directory).is_dir() else []:
+        pid = _temporary_writer_pid(entry.name)
+        if pid is None or _process_runs(pid):
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+        removed.append(entry)
+    return removed
+
+
+def _temporary_writer_pid(name: str) -> int | None:
+    """The writer's process id in a :func:`temp_sibling` name (``.NAME.KIND-PID-HEX8``), else None."""
+    stem, _, tail = name.rpartition("-")
+    head, _, pid = stem.rpartition("-")
+    kind = head.rpartition(".")[2]
+    if not (name.startswith(".") and kind in ("tmp", "old") and pid.isdigit() and len(tail.split(".")[0]) == 8):
+        return None
+    return int(pid)
+
+
+def _process_runs(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def fsync_file(path: str | Path) -> None:
@@ -79,7 +117,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = temp_sibling(path).with_suffix(path.suffix or ".tmp")
+    tmp = temp_sibling(path, suffix=path.suffix)
     try:
         yield tmp
         commit_file(tmp, path)
@@ -205,5 +243,6 @@ def link_or_copy(src: str | Path, dst: str | Path) -> None:
         shutil.copy2(src, dst)
 
 
-__all__ = ["link_or_copy", "atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file",
-           "read_manifest_json", "temp_sibling", "to_json_safe", "write_json_atomic", "write_text_atomic"]
+__all__ = ["atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "link_or_copy",
+           "read_manifest_json", "remove_stale_temporaries", "temp_sibling", "to_json_safe", "write_json_atomic",
+           "write_text_atomic"]

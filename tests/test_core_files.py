@@ -9,7 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from r2a_core.files import atomic_dir, atomic_path, atomic_write, to_json_safe, write_json_atomic
+from r2a_core.files import (
+    atomic_dir,
+    atomic_path,
+    atomic_write,
+    remove_stale_temporaries,
+    temp_sibling,
+    to_json_safe,
+    write_json_atomic,
+)
 
 
 def test_atomic_write_replaces_only_on_success(tmp_path):
@@ -46,6 +54,39 @@ def test_atomic_path_keeps_the_suffix_for_writers_that_add_one(tmp_path):
             np.savez(tmp, x=np.arange(3))
             raise KeyboardInterrupt
     assert sorted(p.name for p in tmp_path.iterdir()) == ["trace.npz"]
+
+
+def test_atomic_path_gives_each_writer_its_own_temporary(tmp_path):
+    """Two writers of one path at once (two processes resuming a run) never share a temporary."""
+    target = tmp_path / "rows.npz"
+    with atomic_path(target) as first, atomic_path(target) as second:
+        assert first != second and first.name.startswith(".rows.npz.tmp-") and first.suffix == ".npz"
+        np.savez(first, x=np.arange(2))
+        np.savez(second, x=np.arange(3))
+    assert len(np.load(target)["x"]) == 2  # the outer block ends last
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rows.npz"]
+
+
+def test_remove_stale_temporaries_keeps_a_live_writers(tmp_path):
+    """A pool worker killed mid-write leaves its temporary; the next run removes it, never a running writer's."""
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True)
+    dead_pid = int(dead.stdout)
+    stale_file = tmp_path / f".demo.hdf5.tmp-{dead_pid}-d26927fc"
+    stale_npz = tmp_path / f".rows.npz.tmp-{dead_pid}-abcdef12.npz"
+    stale_dir = tmp_path / f".graph.tmp-{dead_pid}-0123abcd"
+    live = temp_sibling(tmp_path / "demo.hdf5")
+    for path in (stale_file, stale_npz, live, tmp_path / ".hidden-config-file", tmp_path / "demo.hdf5"):
+        path.write_bytes(b"x")
+    stale_dir.mkdir()
+    (stale_dir / "nodes.npy").write_bytes(b"x")
+    removed = remove_stale_temporaries(tmp_path)
+    assert sorted(removed) == sorted([stale_file, stale_npz, stale_dir])
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, ".hidden-config-file", "demo.hdf5"])
+    assert remove_stale_temporaries(tmp_path / "missing") == []
 
 
 def test_atomic_dir_swaps_a_whole_directory(tmp_path):
