@@ -68,8 +68,6 @@ def test_r2a_libero_is_the_published_variant_with_libero_s_parts():
     assert r2a_config_for("r2a-libero:configs/r2a/builtin.yaml").base == "builtin"
 
 
-@pytest.mark.xfail(strict=True, reason="r2a_libero_strong_* ship once the strong base's fit has run (issue 46); "
-                   "strict: this marker must go when they land")
 def test_r2a_libero_strong_is_what_its_fit_writes_with_the_shipped_parts():
     """`--policy r2a-libero-strong` (issue 46) is the config `r2a fit --config configs/fit/builtin_libero_strong.yaml`
     writes — configs/r2a/builtin.yaml's settings with the fit's deploy list — around the strong base, its parts

@@ -22,17 +22,7 @@ BENCH_RUNS = sorted(p for p in (CONFIGS / "bench").glob("*.yaml") if p.stem not 
 TRAINING_SEED_RUNS = ("headroom",)
 
 
-#: R2A configs whose parts ship once their fit has run (strict: the marker must go when they land)
-AWAITING_THEIR_FIT = {"builtin_libero_strong.yaml": "r2a_libero_strong_* ship once the strong base's fit has run "
-                                                   "(issue 46)"}
-
-
-def _r2a_config_cases() -> list:
-    return [pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=AWAITING_THEIR_FIT[path.name]))
-            if path.name in AWAITING_THEIR_FIT else path for path in sorted((CONFIGS / "r2a").glob("*.yaml"))]
-
-
-@pytest.mark.parametrize("path", _r2a_config_cases(), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((CONFIGS / "r2a").glob("*.yaml")), ids=lambda p: p.name)
 def test_r2a_configs_load_and_name_shipped_assets(path):
     config = R2AConfig.from_yaml(path)
     config.validate()
