@@ -29,7 +29,8 @@ def temp_sibling(path: Path, kind: str = "tmp", suffix: str = "") -> Path:
 def remove_stale_temporaries(directory: str | Path) -> list[Path]:
     """Remove the temporaries (``.NAME.KIND-PID-…``, files or directories) that writers killed outright left in
     ``directory`` — a SIGKILL, or a pool worker that never got SIGTERM's unwinding — and return them. A temporary
-    whose writer's process still runs is kept, so a second writer in the same directory is never cut short."""
+    whose writer's process still runs is kept, so a second writer in the same directory is never cut short (on
+    this machine: a writer on another host sharing the directory is not seen)."""
     removed = []
     for entry in sorted(Path(directory).glob(".*-*-*")) if Path(directory).is_dir() else []:
         pid = _temporary_writer_pid(entry.name)
