@@ -31,8 +31,11 @@ def remove_stale_temporaries(directory: str | Path) -> list[Path]:
     ``directory`` — a SIGKILL, or a pool worker that never got SIGTERM's unwinding — and return them. A temporary
     whose writer's process still runs is kept, so a second writer in the same directory is never cut short (on
     this machine: a writer on another host sharing the directory is not seen)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        return []
     removed = []
-    for entry in sorted(Path(directory).glob(".*-*-*")) if Path(directory).is_dir() else []:
+    for entry in sorted(directory.glob(".*-*-*")):
         pid = _temporary_writer_pid(entry.name)
         if pid is None or _process_runs(pid):
             continue

@@ -33,6 +33,7 @@ LIBERO environment holds ~2.5 GB with cameras, so keep one per process.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -112,8 +113,6 @@ def libero_config_dir(libero_root: Path) -> Path:
     """The path config's directory for the LIBERO installed at ``libero_root``: one per install, because LIBERO
     re-reads it at every task it builds — one shared file let a second checkout on the machine (a clean clone's CI)
     point a running benchmark at its own venv, and deleting that clone failed the benchmark's episodes."""
-    import hashlib
-
     return _CONFIG_ROOT / hashlib.sha256(str(libero_root.resolve()).encode()).hexdigest()[:16]
 
 
