@@ -187,14 +187,15 @@ results-noharm: install-liberoplus
 	$(call paired_runs,configs/bench/liberoplus_libero.yaml,runs/liberoplus,r2a-libero r2a-libero-noharm,docs/results/noharm/liberoplus,builtin-libero)
 
 # The strong LIBERO base (issue 46; builtin-libero-strong, r2a/assets/builtin_libero_strong/README.md) and R2A around
-# it: clean on both suites (20 test episodes per task, both policies paired), libero_standard (libero_spatial), the
-# same design on libero_object, and LIBERO-Plus's runnable families; the base runs once, R2A beside it
+# it: clean on both suites (20 test episodes per task, both policies paired), LIBERO-Plus's runnable families,
+# libero_standard (libero_spatial) and the same design on libero_object — cheapest first, so that a session that
+# ends early leaves whole reports; the base runs once, R2A beside it (~6.5 h on 2 cores; every run resumes)
 STRONG_POLICIES ?= r2a-libero-strong
 results-libero-strong: install-liberoplus
 	$(call paired_runs_base,configs/bench/libero_clean.yaml,runs/libero_strong_clean,$(STRONG_POLICIES),docs/results/libero_strong_clean,builtin-libero-strong)
+	$(call paired_runs_base,configs/bench/liberoplus_libero.yaml,runs/liberoplus_strong,$(STRONG_POLICIES),docs/results/liberoplus_strong,builtin-libero-strong)
 	$(call paired_runs_base,configs/bench/libero_standard.yaml,runs/libero_strong,$(STRONG_POLICIES),docs/results/libero_strong,builtin-libero-strong)
 	$(call paired_runs_base,configs/bench/libero_object_standard.yaml,runs/libero_strong_object,$(STRONG_POLICIES),docs/results/libero_strong_object,builtin-libero-strong)
-	$(call paired_runs_base,configs/bench/liberoplus_libero.yaml,runs/liberoplus_strong,$(STRONG_POLICIES),docs/results/liberoplus_strong,builtin-libero-strong)
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

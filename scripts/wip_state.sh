@@ -8,7 +8,7 @@
 # libero_strong.md, "Restart"). The trainer resumes on the same episodes whatever the bytes (it records each file's
 # episodes digest beside its sha256) and refuses other episodes, naming the run.
 #
-#   bash scripts/wip_state.sh save      # runs/ and data/ digests → wip/ (each file under 32 MB)
+#   bash scripts/wip_state.sh save      # runs/ (checkpoints, benchmark records) and data/ digests → wip/ (each file under 32 MB)
 #   bash scripts/wip_state.sh restore   # wip/ → runs/, where runs/ has no such file
 #   bash scripts/wip_state.sh check     # do data/'s demonstration files match the digests saved with the state?
 set -euo pipefail
@@ -18,6 +18,9 @@ MAX_BYTES=$((32 * 1024 * 1024))
 RUN_DIRS=(runs/libero_strong/stage1 runs/libero_strong/stage2 runs/libero_strong/stage3)
 CHECKPOINT_FILES=(manifest.json model.safetensors train_model.safetensors optimizer.safetensors train_state.json)
 LOGS=(runs/libero_strong/train.log)
+# benchmark runs in progress: their records (results.jsonl, run.json) and saved frames, which `r2a bench run` resumes
+# per episode (a resume on another machine is logged and recorded in run.json)
+BENCH_RUNS=(runs/libero_strong_clean runs/libero_strong runs/libero_strong_object runs/liberoplus_strong)
 DATA_GLOBS=("data/libero_strong/*/*.hdf5")
 
 save() {
@@ -31,6 +34,14 @@ save() {
       [ "$(stat -c %s "$dir/$f")" -le "$MAX_BYTES" ] || { echo "wip_state: $dir/$f is over 32 MB: not kept" >&2; continue; }
       cp "$dir/$f" "$WIP/$dir/$f" && n=$((n + 1))
     done
+  done
+  for dir in "${BENCH_RUNS[@]}"; do
+    [ -d "$dir" ] || continue
+    rm -rf "${WIP:?}/$dir"
+    while IFS= read -r -d '' f; do
+      [ "$(stat -c %s "$f")" -le "$MAX_BYTES" ] || { echo "wip_state: $f is over 32 MB: not kept" >&2; continue; }
+      mkdir -p "$WIP/$(dirname "$f")" && cp "$f" "$WIP/$f" && n=$((n + 1))
+    done < <(find "$dir" -type f ! -name '*.log' ! -name '.*' -print0)
   done
   for f in "${LOGS[@]}"; do
     # progress bars rewrite one line thousands of times: keep each bar's last state only
