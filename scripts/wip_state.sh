@@ -19,8 +19,9 @@ RUN_DIRS=(runs/libero_strong/stage1 runs/libero_strong/stage2 runs/libero_strong
 CHECKPOINT_FILES=(manifest.json model.safetensors train_model.safetensors optimizer.safetensors train_state.json)
 LOGS=(runs/libero_strong/train.log)
 # benchmark runs in progress: their records (results.jsonl, run.json) and saved frames, which `r2a bench run` resumes
-# per episode (a resume on another machine is logged and recorded in run.json)
-BENCH_RUNS=(runs/libero_strong_clean runs/libero_strong runs/libero_strong_object runs/liberoplus_strong)
+# per episode (a resume on another machine is logged and recorded in run.json); a run merged into docs/results/ (the
+# strong base's clean pairs) needs nothing here
+BENCH_RUNS=(runs/liberoplus_strong runs/libero_strong runs/libero_strong_object)
 DATA_GLOBS=("data/libero_strong/*/*.hdf5")
 
 save() {
