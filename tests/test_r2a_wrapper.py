@@ -245,3 +245,13 @@ def test_the_pull_is_what_r2a_changed_and_the_disagreement_the_bases_replan(grap
     motion = [0, 1, 2, 3, 4, 5]
     expected = np.abs(np.asarray(second["actions"], np.float64) - new[:8])[:, motion].mean()
     assert second["r2a"]["pull"] == pytest.approx(expected, abs=1e-4) and second["r2a"]["pull"] > 0
+
+def test_the_configs_bound_applies_to_a_trained_gate():
+    """`gate.max_gate` below the checkpoint's own bound caps a learned or fixed gate (it was silently ignored)."""
+    from r2a.policies import make_policy
+
+    assert make_policy("r2a").parts.max_gate == 0.5
+    capped = make_policy("r2a:?gate.max_gate=0.2&gate.translation=0.2")
+    assert capped.parts.max_gate == 0.2
+    fixed = make_policy("r2a-fixed:?gate.max_gate=0.1&gate.translation=0.1")
+    assert fixed.parts.max_gate == 0.1 and float(fixed.parts.gate.values.max()) <= 0.1

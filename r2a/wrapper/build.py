@@ -160,7 +160,8 @@ def _learned_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, An
         artifacts["image_stats"] = {"path": str(resolve_path(str(stats_path))),
                                     "sha256": sha256_path(resolve_path(str(stats_path)))}
     artifacts["gate"] = {"path": str(path), "sha256": sha256_path(path)}
-    return LearnedGate(ckpt.net, ckpt.layout, space, scorer), ckpt.max_gate
+    # the config's bound applies to a trained gate too (it was ignored: `gate.max_gate=0.25` changed nothing)
+    return LearnedGate(ckpt.net, ckpt.layout, space, scorer), min(config.gate.max_gate, ckpt.max_gate)
 
 
 def _fixed_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, Any]) -> tuple[Any, float]:
@@ -174,7 +175,8 @@ def _fixed_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, Any]
     if not best:
         raise R2AInputError(f"{config.gate.checkpoint}: records no best constant gate (retrain it with r2a gate train)")
     artifacts["gate"] = {"path": str(path), "sha256": sha256_path(path)}
-    return ConstantGate(space, float(best[0]), float(best[1]), ckpt.max_gate), ckpt.max_gate
+    bound = min(config.gate.max_gate, ckpt.max_gate)
+    return ConstantGate(space, float(best[0]), float(best[1]), bound), bound
 
 
 @lru_cache(maxsize=4)
