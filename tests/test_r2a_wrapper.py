@@ -246,6 +246,7 @@ def test_the_pull_is_what_r2a_changed_and_the_disagreement_the_bases_replan(grap
     expected = np.abs(np.asarray(second["actions"], np.float64) - new[:8])[:, motion].mean()
     assert second["r2a"]["pull"] == pytest.approx(expected, abs=1e-4) and second["r2a"]["pull"] > 0
 
+
 def test_the_configs_bound_applies_to_a_trained_gate():
     """`gate.max_gate` below the checkpoint's own bound caps a learned or fixed gate (it was silently ignored)."""
     from r2a.policies import make_policy

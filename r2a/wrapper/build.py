@@ -160,7 +160,7 @@ def _learned_gate(config: R2AConfig, space: ActionSpace, artifacts: dict[str, An
         artifacts["image_stats"] = {"path": str(resolve_path(str(stats_path))),
                                     "sha256": sha256_path(resolve_path(str(stats_path)))}
     artifacts["gate"] = {"path": str(path), "sha256": sha256_path(path)}
-    # the config's bound applies to a trained gate too (it was ignored: `gate.max_gate=0.25` changed nothing)
+    # the config may bound a trained gate below the bound it was trained with, never above it
     return LearnedGate(ckpt.net, ckpt.layout, space, scorer), min(config.gate.max_gate, ckpt.max_gate)
 
 
