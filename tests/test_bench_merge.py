@@ -135,6 +135,9 @@ def test_frames_and_trajectories_follow_into_the_merged_directory(tmp_path):
     (frames,) = {r["frames"] for r in rows if r.get("frames")}
     assert (out / frames).read_bytes() == b"png"
     assert (out / "trajectories" / "base_Lift_camera_1_0.npz").read_bytes() == b"npz"
+    report = (out / "report.md").read_text()
+    assert f"`{frames}`" in report and f"]({frames})" not in report  # named, never a broken image once published
+    assert "stay in the run directories that saved them" in report
 
 
 def test_a_merged_directory_is_not_resumed_by_a_run(tmp_path):

@@ -75,7 +75,9 @@ def _frames_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     if not rows:
         return []
     def link(path: str | None, alt: str) -> str:
-        return f"![{alt}]({quote(path)})" if path else "–"
+        if not path:
+            return "–"
+        return f"`{path}`" if _outside_report(path) else f"![{alt}]({quote(path)})"
 
     body = [[r["policy"], r["task"], r["factor"], r["level"], r["episode"],
              link(r["frames"], "failed") + (f" (error: {_cell(r['error'])})" if r.get("error") else ""),
@@ -83,12 +85,23 @@ def _frames_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
              "–" if r.get("clean_success") is None else ("success" if r["clean_success"] else "failure")]
             for r in rows]
     steps = next((r["frame_steps"] for r in rows if r.get("frame_steps")), None)
+    elsewhere = any(_outside_report(r.get(key) or "") for r in rows for key in ("frames", "clean_frames"))
     return ["## Failure frames", "",
             "What the policy saw (agentview, shift applied) at evenly spaced steps of each failed episode, left "
             "to right" + (f" (e.g. steps {', '.join(map(str, steps))})" if steps else "")
-            + ", beside the same episode without the shift.", "",
+            + ", beside the same episode without the shift." + (_ELSEWHERE if elsewhere else ""), "",
             _table(["policy", "task", "factor", "L", "ep", "failed episode", "clean twin", "clean outcome"], body),
             ""]
+
+
+_ELSEWHERE = (" Strips named by their path stay in the run directories that saved them: a merged report embeds none "
+              "from outside its own directory, so a published copy shows no broken images; `r2a bench view` copies "
+              "the strips of the pairs whose outcome changed into its viewer.")
+
+
+def _outside_report(path: str) -> bool:
+    """A strip outside the report's directory (a merged report's runs): present where the runs are, nowhere else."""
+    return path.startswith("../") or path.startswith("..\\") or path == ".."
 
 
 def _errors_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
