@@ -34,6 +34,13 @@ def test_libero_tasks_are_registered_beside_the_builtin_ones():
     assert get_task("LIBERO_SPATIAL/3").name == "libero_spatial/3"
 
 
+def test_the_simulator_s_held_out_seeds_are_the_project_s():
+    from r2a_core.seeds import HELD_OUT_SEED_START, TEST_SEED_START
+    from sim.envs import libero_env
+
+    assert (libero_env.BENCHMARK_SEED_START, libero_env.HELD_OUT_SEED_START) == (TEST_SEED_START, HELD_OUT_SEED_START)
+
+
 def test_an_unknown_libero_task_lists_the_valid_ones():
     with pytest.raises(R2AInputError, match="unknown task 'libero_spatial/10'.*libero_spatial/0"):
         get_task("libero_spatial/10")
@@ -209,6 +216,7 @@ def test_resets_are_seeded_and_benchmark_seeds_load_libero_init_states(spatial_s
     again = sim.reset(3)["state/ee_pos"], sim.fingerprint()
     assert first[1] == again[1] != other and np.array_equal(first[0], again[0])
     assert sim.init_state_index(99_999) is None and sim.init_state_index(100_051) == 1
+    assert [sim.init_state_index(s) for s in (500_000, 500_029, 500_030)] == [20, 49, 20]  # held out: states 20-49
     sim.reset(100_001)
     init = sim.init_states()[1]
     qpos = init[1:1 + sim.mj_model.nq]  # a flattened MuJoCo state: time, qpos, qvel

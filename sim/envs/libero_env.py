@@ -9,10 +9,11 @@ command, shift factor and policy that drives a built-in task drives a LIBERO tas
 LIBERO's evaluation loop, followed so that numbers compare with published ones:
 
 - **Initial states.** A benchmark seed (``seed >= 100000``) starts from LIBERO's own init state number
-  ``(seed - 100000) % 50`` of the task — episode *i* of a standard run is LIBERO's init state *i*. A training
-  seed (``< 100000``: demonstrations, DAgger, calibration) samples a fresh layout from the task's BDDL regions with
-  LIBERO's own samplers (the distribution its init files were drawn from), seeded; so nothing trains on the
-  states the benchmark evaluates.
+  ``(seed - 100000) % 50`` of the task — episode *i* of a standard run is LIBERO's init state *i*; a held-out
+  seed (``>= 500000``) starts from state ``20 + (seed - 500000) % 30``, never one of the 0-19 a standard run
+  loads. A training seed (``< 100000``: demonstrations, DAgger, calibration) samples a fresh layout from the
+  task's BDDL regions with LIBERO's own samplers (the distribution its init files were drawn from), seeded; so
+  nothing trains on the states the benchmark evaluates.
 - **Settling.** ``reset`` runs LIBERO's 10 no-op steps (gripper open) before the first observation: init states
   are not at rest (objects start a few centimetres high).
 - **Step limits** per suite (spatial 220, object 280; :data:`sim.envs.libero_tasks.STEP_LIMITS`) count policy
@@ -59,6 +60,10 @@ log = logging.getLogger(__name__)
 
 #: the first benchmark seed: seeds from here on start from LIBERO's own init states
 BENCHMARK_SEED_START = 100000
+#: the first held-out seed (r2a_core.seeds; sim is a leaf): these start from init states no standard run loads
+HELD_OUT_SEED_START = 500000
+#: the first init state of held-out seeds: the standard runs' 20 episodes per task load states 0-19
+HELD_OUT_FIRST_STATE = 20
 #: the random stream (besides the seed) of a training seed's arm start offset (:attr:`SimConfig.start_joint_noise`)
 START_JOINTS_STREAM = 7
 #: the settling action: hold still, gripper open (LIBERO's ``[0, 0, 0, 0, 0, 0, -1]``)
@@ -207,10 +212,16 @@ class LiberoSimEnv(SimEnv):
         return self._init_states
 
     def init_state_index(self, seed: int) -> int | None:
-        """Which of LIBERO's init states a seed starts from; None for a training seed (a sampled layout)."""
+        """Which of LIBERO's init states a seed starts from; None for a training seed (a sampled layout).
+
+        Test seeds count from state 0; held-out seeds cycle through states 20-49 only, so a held-out run never
+        replays a state the standard runs (20 episodes per task) were measured on."""
         if seed < BENCHMARK_SEED_START:
             return None
-        return (seed - BENCHMARK_SEED_START) % len(self.init_states())
+        count = len(self.init_states())
+        if seed >= HELD_OUT_SEED_START and count > HELD_OUT_FIRST_STATE:
+            return HELD_OUT_FIRST_STATE + (seed - HELD_OUT_SEED_START) % (count - HELD_OUT_FIRST_STATE)
+        return (seed - BENCHMARK_SEED_START) % count
 
     # -------------------------------------------------------------------------------------------- episode
     def reset(self, seed: int) -> dict[str, Any]:
