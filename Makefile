@@ -189,8 +189,10 @@ results-noharm: install-liberoplus
 # The strong LIBERO base (issue 46; builtin-libero-strong, r2a/assets/builtin_libero_strong/README.md) and R2A around
 # it: clean on both suites (20 test episodes per task, both policies paired), LIBERO-Plus's runnable families,
 # libero_standard (libero_spatial) and the same design on libero_object — cheapest first, so that a session that
-# ends early leaves whole reports; the base runs once, R2A beside it (~6.5 h on 2 cores; every run resumes)
-STRONG_POLICIES ?= r2a-libero-strong
+# ends early leaves whole reports; the base runs once, R2A beside it (~2.5 h on 2 cores per policy; every run
+# resumes). r2a-libero-strong-noharm, chosen on training seeds before any of its test episodes ran
+# (docs/experiments/libero_strong.md), first; the fit's default config beside it.
+STRONG_POLICIES ?= r2a-libero-strong-noharm r2a-libero-strong
 results-libero-strong: install-liberoplus
 	$(call paired_runs_base,configs/bench/libero_clean.yaml,runs/libero_strong_clean,$(STRONG_POLICIES),docs/results/libero_strong_clean,builtin-libero-strong)
 	$(call paired_runs_base,configs/bench/liberoplus_libero.yaml,runs/liberoplus_strong,$(STRONG_POLICIES),docs/results/liberoplus_strong,builtin-libero-strong)

@@ -426,3 +426,16 @@ def test_r2a_libero_drives_a_libero_scene_in_bounds():
                 obs = sim.step(action)
     finally:
         sim.close()
+
+
+def test_r2a_libero_strong_noharm_is_r2a_libero_strong_without_the_blend():
+    """The strong base's do-no-harm variant (issue 46, chosen on training seeds): the same parts and settings as
+    r2a-libero-strong, S bounded at 0 on every dimension (recovery, harmonization and task matching stay)."""
+    from r2a.policies.registry import r2a_config_for
+
+    strong, noharm = r2a_config_for("r2a-libero-strong"), r2a_config_for("r2a-libero-strong-noharm")
+    assert (noharm.gate.max_gate, noharm.gate.translation, noharm.gate.rotation) == (0, 0, 0)
+    assert noharm.recovery.enabled and noharm.harmonize.enabled and noharm.task_match.mode == "meaning"
+    same = {**noharm.to_dict(), "gate": {**noharm.to_dict()["gate"], "max_gate": strong.gate.max_gate,
+                                         "translation": strong.gate.translation, "rotation": strong.gate.rotation}}
+    assert same == strong.to_dict()

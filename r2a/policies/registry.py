@@ -235,6 +235,8 @@ def _r2a_with(ctx: PolicyContext, name: str, ablation: list[str]) -> Policy:
 CLOSED_LOOP_GATE = "r2a/assets/r2a_gate_closed_loop"
 #: the view warp's gate chosen on training seeds (issue 49 lever 1; docs/experiments/canonicalize.md)
 CANON_GATE = ("canonicalize.min_gain=0.2", "canonicalize.photometric_veto=r2a/assets/r2a_harmonize_stats.json")
+#: the gate bounded at S = 0 on every dimension: the reference is still retrieved (and traced), never blended
+NO_BLEND = ("gate.max_gate=0", "gate.translation=0", "gate.rotation=0")
 
 
 def task_match_by_meaning(min_similarity: float, min_margin: float) -> list[str]:
@@ -285,11 +287,17 @@ R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
     "r2a-libero-strong": (["harmonize.enabled=true", "gate.holding_scale=0", *task_match_by_meaning(0.70, 0.02)],
                           "r2a-libero-noharm's settings around the strong LIBERO base with its own parts, made by "
                           "r2a fit (configs/fit/builtin_libero_strong.yaml; issue 46)"),
+    "r2a-libero-strong-noharm": (["harmonize.enabled=true", "gate.holding_scale=0",
+                                  *task_match_by_meaning(0.70, 0.02), *NO_BLEND],
+                                 "r2a-libero-strong without the reference blend (S = 0): start-pose recovery, "
+                                 "harmonization and task matching only; chosen on training seeds over the seven "
+                                 "factors, where the blend cost the strong base clean success (issue 46)"),
 }
 #: R2A names whose config is not configs/r2a/builtin.yaml (a config named after the colon replaces it)
 R2A_DEFAULT_CONFIGS: dict[str, str] = {"r2a-libero": "configs/r2a/builtin_libero.yaml",
                                        "r2a-libero-noharm": "configs/r2a/builtin_libero.yaml",
-                                       "r2a-libero-strong": "configs/r2a/builtin_libero_strong.yaml"}
+                                       "r2a-libero-strong": "configs/r2a/builtin_libero_strong.yaml",
+                                       "r2a-libero-strong-noharm": "configs/r2a/builtin_libero_strong.yaml"}
 
 
 def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
