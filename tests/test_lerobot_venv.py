@@ -58,18 +58,36 @@ def _episodes() -> list:
     return [make_episode(length=10 + 3 * i, seed=i, size=32) for i in range(3)]
 
 
-def test_export_state_is_the_adapters_run_time_state():
+def _export_module():
     spec = importlib.util.spec_from_file_location("export_dataset", SCRIPTS / "export_dataset.py")
     export = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(export)
-    keymap = default_lerobot_keymap(LIBERO_CONFIG)
+    return export
+
+
+@pytest.mark.parametrize("size", [None, 16])
+def test_export_frames_are_what_the_adapter_feeds_at_run_time(size):
+    """State and images (resized or not) exported as the adapter maps the run-time observation for a checkpoint
+    whose inputs are the export's features."""
+    export = _export_module()
+    side = size or 32
+    config = {**LIBERO_CONFIG, "input_features": {
+        key: {**f, "shape": [3, side, side]} if f["type"] == "VISUAL" else f
+        for key, f in LIBERO_CONFIG["input_features"].items()}}
+    keymap = default_lerobot_keymap(config)
     for ep in _episodes():
-        states = export.state_vectors(ep)
-        run_time = np.stack([keymap.map_obs(_sim_observation(ep, t))["observation.state"] for t in range(len(ep))])
+        rows = export.frames(ep, None if size is None else (size, size))
+        states = np.stack([row["observation.state"] for row in rows])
         assert states.dtype == np.float32 and states.shape == (len(ep), 8)
-        np.testing.assert_array_equal(states, run_time)
+        for t, row in enumerate(rows):
+            run_time = keymap.map_obs(_sim_observation(ep, t))
+            for key in ("observation.state", "observation.images.image", "observation.images.wrist_image"):
+                np.testing.assert_array_equal(row[key], run_time[key])
+            assert row["observation.images.image"].shape == (side, side, 3)
         np.testing.assert_allclose(states[:, :3], ep.ee_pos, atol=1e-6)  # and it is LIBERO's layout
         np.testing.assert_allclose(states[:, 6] - states[:, 7], ep.gripper * 0.08, atol=1e-6)
+    if size is None:
+        np.testing.assert_array_equal(rows[0]["observation.images.image"], ep.images["agentview"][0])
 
 
 # ----------------------------------------------------------------------------------------- in the lerobot venv

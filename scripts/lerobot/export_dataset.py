@@ -10,7 +10,9 @@ in file order) becomes one LeRobot episode, written by ``LeRobotDataset.create``
 ``finalize``. The features are named as LeRobot's LIBERO ports name them:
 
 * ``observation.images.image`` — the agentview camera, ``observation.images.wrist_image`` — the wrist camera, both
-  uint8 at the recorded size (128 px for our LIBERO demos), upright as our simulator gives them at run time;
+  uint8 at the recorded size (128 px for our LIBERO demos) or ``--image-size``'s, upright as our simulator gives
+  them at run time — written through the key map the adapter derives from the trained checkpoint
+  (:func:`run_time_keymap`), so a resize is the adapter's own (area) and the policy trains on its run-time pixels;
 * ``observation.state`` float32 (8) = ``[ee_pos, ee axis-angle, gripper finger qpos (2)]``, computed from each frame's
   observation by the LeRobot adapter's own key map (``r2a.adapters.lerobot_policy.STATE_LAYOUTS[8]``): the same
   numbers, bit for bit, that ``lerobot:`` / a served checkpoint feeds the policy at run time (the grip site's
@@ -77,33 +79,41 @@ def observation(episode: Any, t: int) -> dict[str, Any]:
     return obs
 
 
-def state_vectors(episode: Any) -> np.ndarray:
-    """``observation.state`` (T, 8) float32 of an episode: the LeRobot adapter's key map applied to each frame's
-    observation, as it is applied at run time."""
-    from r2a.adapters.keymap import KeyMap
-    from r2a.adapters.lerobot_policy import STATE_LAYOUTS
+def run_time_keymap(image_size: tuple[int, int]) -> Any:
+    """The key map the LeRobot adapter derives from a checkpoint trained on this export
+    (``default_lerobot_keymap`` of its features): the export writes what it returns, so training sees the pixels
+    and the state the adapter feeds the policy at run time, resizing (area) included."""
+    from r2a.adapters.lerobot_policy import default_lerobot_keymap
 
-    keymap = KeyMap(state={"observation.state": STATE_LAYOUTS[8]}, source="LeRobot export")
-    return np.stack([keymap.map_obs(observation(episode, t))["observation.state"] for t in range(len(episode))])
+    visual = {key: {"type": "VISUAL", "shape": [3, *image_size]} for key in CAMERAS.values()}
+    return default_lerobot_keymap({"input_features": {**visual, "observation.state": {"type": "STATE", "shape": [8]}},
+                                   "output_features": {"action": {"type": "ACTION", "shape": [7]}}},
+                                  where="LeRobot export")
 
 
-def frames(episode: Any) -> list[dict[str, Any]]:
-    """The ``add_frame`` dicts of one episode."""
+def recorded_size(episode: Any) -> tuple[int, int]:
+    return tuple(int(s) for s in episode.images["agentview"].shape[1:3])
+
+
+def frames(episode: Any, image_size: tuple[int, int] | None = None) -> list[dict[str, Any]]:
+    """The ``add_frame`` dicts of one episode, its images at ``image_size`` (None: as recorded)."""
     missing = [cam for cam in CAMERAS if cam not in episode.images]
     if missing:
         from r2a_core.errors import R2AInputError
 
         raise R2AInputError(f"episode of task {episode.task} has no {' or '.join(missing)} images (collect with "
                             f"cameras: r2a demos collect --image-size 128)")
-    states = state_vectors(episode)
+    keymap = run_time_keymap(image_size or recorded_size(episode))
     actions = np.asarray(episode.actions, np.float32)
-    return [{**{key: episode.images[cam][t] for cam, key in CAMERAS.items()},
-             "observation.state": states[t], "action": actions[t], "task": episode.instruction}
-            for t in range(len(episode))]
+    mapped = (keymap.map_obs(observation(episode, t)) for t in range(len(episode)))
+    return [{**{key: m[key] for key in CAMERAS.values()}, "observation.state": m["observation.state"],
+             "action": actions[t], "task": episode.instruction} for t, m in enumerate(mapped)]
 
 
-def export(sources: list[Path], out: Path, use_videos: bool = False, repo_id: str = "r2a/libero_demos") -> dict:
-    """Write every successful episode of ``sources`` to a LeRobot v3 dataset at ``out``; returns a summary."""
+def export(sources: list[Path], out: Path, use_videos: bool = False, repo_id: str = "r2a/libero_demos",
+           image_size: tuple[int, int] | None = None) -> dict:
+    """Write every successful episode of ``sources`` to a LeRobot v3 dataset at ``out``, images at ``image_size``
+    (None: as recorded); returns a summary."""
     from lerobot.datasets.lerobot_dataset import LeRobotDataset
 
     from demos.dataset import load_episodes
@@ -116,10 +126,10 @@ def export(sources: list[Path], out: Path, use_videos: bool = False, repo_id: st
         log.info("%s: %d episodes, %d successful", path, len(episodes), len(kept))
         for ep in kept:
             if dataset is None:
-                size = tuple(int(s) for s in ep.images["agentview"].shape[1:3])
                 dataset = LeRobotDataset.create(repo_id=repo_id, fps=FPS, root=out, robot_type=ROBOT_TYPE,
-                                                features=features(size, use_videos), use_videos=use_videos)
-            for frame in frames(ep):
+                                                features=features(image_size or recorded_size(ep), use_videos),
+                                                use_videos=use_videos)
+            for frame in frames(ep, image_size):
                 dataset.add_frame(frame)
             dataset.save_episode(parallel_encoding=False)
             counts["episodes"] += 1
@@ -143,6 +153,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, type=Path, help="dataset root to create")
     parser.add_argument("--repo-id", default="r2a/libero_demos", help="the dataset's name in its metadata (local only)")
     parser.add_argument("--videos", action="store_true", help="mp4 (lossy, smaller) instead of embedded PNG")
+    parser.add_argument("--image-size", type=int, default=None, metavar="PX",
+                        help="square images of PX pixels, area-resized as the LeRobot adapter resizes them at run "
+                             "time (default: as recorded)")
     parser.add_argument("--overwrite", action="store_true", help="replace --out if it exists")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -154,7 +167,10 @@ def main(argv: list[str] | None = None) -> int:
     partial = args.out.with_name(args.out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     start = time.perf_counter()
-    counts = export(args.sources, partial, use_videos=args.videos, repo_id=args.repo_id)
+    if args.image_size is not None and args.image_size <= 0:
+        parser.error(f"--image-size must be a positive number of pixels, got {args.image_size}")
+    size = None if args.image_size is None else (args.image_size, args.image_size)
+    counts = export(args.sources, partial, use_videos=args.videos, repo_id=args.repo_id, image_size=size)
     if args.out.exists():
         shutil.rmtree(args.out)
     partial.rename(args.out)
