@@ -101,7 +101,7 @@ _ELSEWHERE = (" Strips named by their path stay in the run directories that save
 
 def _outside_report(path: str) -> bool:
     """A strip outside the report's directory (a merged report's runs): present where the runs are, nowhere else."""
-    return path.startswith("../") or path.startswith("..\\") or path == ".."
+    return path.startswith(("../", "..\\"))
 
 
 def _errors_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -162,14 +162,14 @@ def main(argv: list[str] | None = None) -> int:
                         datefmt="%H:%M:%S")
     if args.out.exists() and not args.overwrite:
         parser.error(f"{args.out} exists (give --overwrite to replace it)")
+    if args.image_size is not None and args.image_size <= 0:
+        parser.error(f"--image-size must be a positive number of pixels, got {args.image_size}")
+    size = None if args.image_size is None else (args.image_size, args.image_size)
     # written beside --out and moved there whole once finalized: an interrupted export leaves no dataset that looks
     # complete (the next run starts the partial one again); a fixed name keeps the bytes deterministic
     partial = args.out.with_name(args.out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     start = time.perf_counter()
-    if args.image_size is not None and args.image_size <= 0:
-        parser.error(f"--image-size must be a positive number of pixels, got {args.image_size}")
-    size = None if args.image_size is None else (args.image_size, args.image_size)
     counts = export(args.sources, partial, use_videos=args.videos, repo_id=args.repo_id, image_size=size)
     if args.out.exists():
         shutil.rmtree(args.out)
