@@ -256,3 +256,16 @@ def test_the_configs_bound_applies_to_a_trained_gate():
     assert capped.parts.max_gate == 0.2
     fixed = make_policy("r2a-fixed:?gate.max_gate=0.1&gate.translation=0.1")
     assert fixed.parts.max_gate == 0.1 and float(fixed.parts.gate.values.max()) <= 0.1
+
+
+def test_no_blend_returns_the_base_chunk_while_it_still_retrieves(graph_dir):
+    """The gate bounded at S = 0 (r2a-libero-strong-noharm's NO_BLEND): the reference is retrieved and traced, and
+    the base's actions pass through unchanged — the strong base's clean episodes ended as the base's, 400 of 400."""
+    from r2a.policies.registry import NO_BLEND
+
+    policy, base = _r2a(graph_dir, *NO_BLEND)
+    for step in (0, 8, 16):
+        out = policy.infer(_obs(step))
+        assert out["r2a"]["fallback"] is None and len(out["r2a"]["nodes"]) == 8
+        np.testing.assert_allclose(out["r2a"]["gate"], 0.0)
+        np.testing.assert_array_equal(out["actions"], base.reply["actions"][:8])
