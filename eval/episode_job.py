@@ -176,9 +176,9 @@ def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: 
         _check_artifacts(job.policy, policy, options.artifacts)
         # the config's execution horizon wins; otherwise the policy's own (openpi's action_horizon), else all of it
         n_action_steps = config.n_action_steps or getattr(policy, "n_action_steps", None)
-        # cameras render only for the observations the policy is queried on, unless a frame strip looks at others
+        # cameras render only for the observations the policy is queried on (a frame strip looks at no others)
         _, summary = run_episode(sim, policy, seed, record=False, n_action_steps=n_action_steps, hooks=hooks,
-                                 observer=_both(frames, wrapper, harmonize, canon), render_unseen=frames is not None)
+                                 observer=_both(frames, wrapper, harmonize, canon), render_unseen=False)
     finally:
         close = getattr(policy, "close", None)  # a server connection is released at once, not at GC
         if callable(close):

@@ -1,8 +1,10 @@
 """Failure frames: a small strip of what the policy saw across an episode, so a reader of the report can see how
 it failed next to its clean twin (``r2a bench run --save-frames failures``; RoboCasa-Shift's Fig. 7 style).
 
-:class:`FrameStrip` is a :func:`demos.rollout.run_episode` observer: it keeps every ``stride``-th agentview frame
-the policy saw (shift included), downscaled to at most :data:`MAX_SIDE` pixels, and at the end picks
+:class:`FrameStrip` is a :func:`demos.rollout.run_episode` observer that looks only at the observations the policy
+was queried on — the only ones whose cameras render under ``render_unseen=False``, so a strip costs the benchmark
+no extra renders (rendering every step made a LIBERO episode ~3x slower). It keeps an evenly thinned set of those
+agentview frames (shift included), downscaled to at most :data:`MAX_SIDE` pixels, and at the end picks
 :data:`N_FRAMES` evenly spaced ones, the last one seen included, as one PNG row. A strip is at most
 ``N_FRAMES × MAX_SIDE`` by ``MAX_SIDE`` pixels (≈ 100 KB), and the episode holds at most ``4 × N_FRAMES + 1``
 small frames in memory.
@@ -34,19 +36,23 @@ class FrameStrip:
         self.n_frames, self.max_side, self.key = int(n_frames), int(max_side), image_key(camera)
         self._frames: list[tuple[int, np.ndarray]] = []
         self._last: tuple[int, np.ndarray] | None = None
-        self._stride: int | None = None
+        self._seen = 0     # queried observations so far
+        self._stride = 1   # every stride-th of them is kept; doubled whenever the kept ones outgrow 4 × n_frames
 
     def __call__(self, step: Any) -> None:
+        if step.reply is None:  # not a query: its images are the last rendered ones, not this step's
+            return
         image = step.obs.get(self.key)
         if image is None:
             return
-        if self._stride is None:  # the horizon is known once the episode runs
-            self._stride = max(1, int(getattr(step.sim, "horizon", 4 * self.n_frames)) // (4 * self.n_frames))
-        if step.index % self._stride == 0:
+        if self._seen % self._stride == 0:
             self._frames.append((step.index, self._small(image)))
             self._last = None
+            if len(self._frames) > 4 * self.n_frames:
+                self._frames, self._stride = self._frames[::2], 2 * self._stride
         else:
             self._last = (step.index, image)
+        self._seen += 1
 
     @property
     def count(self) -> int:

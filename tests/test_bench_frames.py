@@ -11,11 +11,11 @@ from matplotlib.image import imread
 from eval.frames import MAX_SIDE, N_FRAMES, FrameStrip
 
 
-def _run(strip: FrameStrip, steps: int, horizon: int = 150, side: int = 32) -> None:
-    sim = SimpleNamespace(horizon=horizon)
+def _run(strip: FrameStrip, steps: int, side: int = 32, query_every: int = 1) -> None:
+    """``steps`` control steps, the policy queried every ``query_every``-th (``reply`` set, as run_episode does)."""
     for i in range(steps):
         image = np.full((side, side, 3), i % 256, np.uint8)
-        strip(SimpleNamespace(index=i, obs={"images/agentview": image}, sim=sim))
+        strip(SimpleNamespace(index=i, obs={"images/agentview": image}, reply={} if i % query_every == 0 else None))
 
 
 def _decoded(png: bytes) -> np.ndarray:
@@ -39,10 +39,25 @@ def test_a_short_episode_still_spans_its_whole_length():
     assert len(strip.steps) == N_FRAMES and strip.steps[-1] == 60
     tiny = FrameStrip()
     _run(tiny, 3)
-    assert tiny.steps == [0, 2]                                          # the first and the last seen
-    short_horizon = FrameStrip()
-    _run(short_horizon, 3, horizon=3)
-    assert short_horizon.steps == [0, 1, 2]
+    assert tiny.steps == [0, 1, 2]
+
+
+def test_only_the_observations_the_policy_was_queried_on_are_shown():
+    """Between queries the benchmark does not render (render_unseen=False): those images are stale, never shown."""
+    strip = FrameStrip()
+    _run(strip, 150, query_every=8)
+    assert len(strip.steps) == N_FRAMES and strip.steps[0] == 0 and strip.steps[-1] == 144
+    assert all(step % 8 == 0 for step in strip.steps)
+
+
+def test_a_long_episode_holds_few_frames_and_still_ends_at_its_last_query():
+    strip = FrameStrip()
+    _run(strip, 1000)
+    assert strip.count <= 4 * N_FRAMES + 1
+    steps = strip.steps
+    assert len(steps) == N_FRAMES and steps[0] == 0 and steps[-1] == 999
+    gaps = np.diff(steps)
+    assert gaps.max() <= 2 * gaps.min() + 1                               # evenly spaced, up to the thinning
 
 
 def test_large_images_are_downscaled():
@@ -54,5 +69,5 @@ def test_large_images_are_downscaled():
 
 def test_no_camera_no_frames():
     strip = FrameStrip()
-    strip(SimpleNamespace(index=0, obs={"state/ee_pos": np.zeros(3)}, sim=SimpleNamespace(horizon=10)))
+    strip(SimpleNamespace(index=0, obs={"state/ee_pos": np.zeros(3)}, reply={}))
     assert strip.count == 0

@@ -68,10 +68,10 @@ def _record(job: Job, success: bool) -> dict:
 
 def _strip(shade: int) -> tuple[bytes, list[int]]:
     """A real frame strip of a fake 60-step episode, every frame one grey level."""
-    strip, sim = FrameStrip(), SimpleNamespace(horizon=150)
+    strip = FrameStrip()
     for i in range(60):
         strip(SimpleNamespace(index=i, obs={"images/agentview": np.full((32, 32, 3), (shade + i) % 256, np.uint8)},
-                              sim=sim))
+                              reply={}))
     return strip.png(), strip.steps
 
 

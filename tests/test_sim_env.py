@@ -263,6 +263,21 @@ def test_rendering_only_the_queried_observations_changes_nothing(lift):
         run_episode(lift, ImageDrivenPolicy(), 0, record=True, render_unseen=False)
 
 
+def test_a_frame_strip_needs_no_unseen_renders(lift):
+    """The benchmark's failure strips show only queried observations, so they come out the same, byte for byte,
+    when the steps between queries are not rendered (``r2a bench run --save-frames`` at the unrendered speed)."""
+    from demos.rollout import run_episode
+    from eval.frames import FrameStrip
+
+    strips = []
+    for render_unseen in (True, False):
+        strip = FrameStrip()
+        run_episode(lift, ImageDrivenPolicy(), 3, record=False, n_action_steps=3, max_steps=14, observer=strip,
+                    render_unseen=render_unseen)
+        strips.append((strip.steps, strip.png()))
+    assert strips[0] == strips[1] and strips[0][0] == [0, 3, 6, 9, 12]
+
+
 def test_robosuite_import_warnings_are_not_printed():
     """robosuite prints five warnings on import (a private macro file, robosuite_models, mink IK) in every
     simulator process; r2a drops exactly those, and robosuite's logger still reports errors."""
