@@ -189,8 +189,8 @@ results-noharm: install-liberoplus
 # The strong LIBERO base (issue 46; builtin-libero-strong, r2a/assets/builtin_libero_strong/README.md) and R2A around
 # it: clean on both suites (20 test episodes per task, both policies paired), LIBERO-Plus's runnable families,
 # libero_standard (libero_spatial) and the same design on libero_object — cheapest first, so that a session that
-# ends early leaves whole reports; the base runs once, R2A beside it (~2.5 h on 2 cores per policy; every run
-# resumes). r2a-libero-strong-noharm, chosen on training seeds before any of its test episodes ran
+# ends early leaves whole reports; the base runs once, R2A beside it (~1 h on 2 cores per policy and design, frame
+# strips included; every run resumes). r2a-libero-strong-noharm, chosen on training seeds before any of its test episodes ran
 # (docs/experiments/libero_strong.md), first; the fit's default config beside it on clean and LIBERO-Plus (where it
 # shows what the blend costs a strong base), the chosen variant alone on the two 880-episode designs (CPU is scarce).
 STRONG_POLICIES ?= r2a-libero-strong-noharm r2a-libero-strong
