@@ -3,7 +3,7 @@ docs/architecture.md, "Platform notes"), this test runs in the project's.
 
 Where that venv exists (``$R2A_LEROBOT_VENV``, default ``.venv-lerobot`` in the repository root) it runs the whole
 path with the checkout's code: synthetic demos → ``scripts/lerobot/export_dataset.py`` (lerobot's own writer) → a
-tiny ACT from ``scripts/lerobot/train_act.sh`` (lerobot-train, 2 steps, no network) → ``check_adapter.py`` (the
+tiny ACT from ``scripts/lerobot/train_act.sh`` (lerobot-train, 3 steps, no network) → ``check_adapter.py`` (the
 adapter feeds it what lerobot's pipeline does) → ``r2a serve --policy lerobot:…`` there, and our openpi client here.
 Without it those tests are skipped with the reason. The export's state layout is checked against the adapter's in
 both cases (without lerobot: the export's pure part).
@@ -110,7 +110,7 @@ def _run(cmd: list, timeout: float = 120) -> str:
 
 @pytest.fixture(scope="module")
 def lerobot_run(tmp_path_factory):
-    """Demos → LeRobot dataset → a 2-step ACT, all in the lerobot venv."""
+    """Demos → LeRobot dataset → a 3-step ACT saved at every step, all in the lerobot venv."""
     root = tmp_path_factory.mktemp("lerobot")
     episodes = _episodes()
     demos = write_hdf5(root / "demos.hdf5", episodes, env_args={"env_name": "Lift"})
@@ -118,7 +118,8 @@ def lerobot_run(tmp_path_factory):
     (root / "dataset.partial").mkdir()  # an interrupted export's leftover: started again, then renamed
     _run([PYTHON, SCRIPTS / "export_dataset.py", demos, "--out", dataset])
     assert (dataset / "meta" / "info.json").is_file() and not (root / "dataset.partial").exists()
-    env = {"DATASET": dataset, "OUT": out, "STEPS": "2", "BATCH_SIZE": "2", "SAVE_FREQ": "2", "NUM_WORKERS": "0"}
+    env = {"DATASET": dataset, "OUT": out, "STEPS": "3", "BATCH_SIZE": "2", "SAVE_FREQ": "1", "NUM_WORKERS": "0",
+           "KEEP_CHECKPOINTS": "2"}
     _run(["env", *(f"{k}={v}" for k, v in env.items()), "bash", SCRIPTS / "train_act.sh", *TINY_ACT])
     recorded = [ep for ep in load_episodes(demos) if ep.success]  # what the export read
     assert len(recorded) == 2
@@ -147,6 +148,13 @@ def test_exported_dataset_holds_the_run_time_state_and_images(lerobot_run):
         np.testing.assert_array_equal(theirs.images["agentview"], ours.images["agentview"])
         np.testing.assert_array_equal(theirs.images["wrist"], ours.images["wrist"])
         np.testing.assert_array_equal(theirs.actions, ours.actions.astype(np.float32))
+
+
+@needs_venv
+def test_training_keeps_the_newest_checkpoints_only(lerobot_run):
+    checkpoints = lerobot_run["run"] / "checkpoints"
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["000002", "000003", "last"]
+    assert (checkpoints / "last").resolve().name == "000003"
 
 
 @needs_venv

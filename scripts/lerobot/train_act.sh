@@ -12,6 +12,10 @@
 #
 # ARGS are more lerobot-train options, appended (e.g. --policy.dim_model=256; the tests train a tiny ACT this way).
 #
+# lerobot-train keeps every checkpoint (0.6 GB each with its optimizer state: SAVE_FREQ=500 over tens of thousands of
+# steps would fill the disk), so this script prunes the step directories under OUT/checkpoints while it trains,
+# keeping the newest KEEP_CHECKPOINTS and never the one `last` points to (KEEP_CHECKPOINTS=0 keeps them all).
+#
 # Running it again with the same OUT resumes from OUT/checkpoints/last (lerobot's --resume: weights, optimizer state,
 # step and RNG state); STEPS is the total, not the steps still to run. Nothing is downloaded:
 # HF_HUB_OFFLINE=1, the ResNet-18 backbone starts from random weights (pretrained_backbone_weights=null; the default
@@ -40,6 +44,7 @@ NUM_WORKERS=${NUM_WORKERS:-1}    # data-loader processes (PNG decoding); 2 cores
 CHUNK_SIZE=${CHUNK_SIZE:-16}
 N_ACTION_STEPS=${N_ACTION_STEPS:-8}
 SEED=${SEED:-1000}
+KEEP_CHECKPOINTS=${KEEP_CHECKPOINTS:-2}   # step directories kept under OUT/checkpoints (0: all, lerobot's own behaviour)
 REPO_ID=${REPO_ID:-r2a/libero_demos}   # the dataset's name in its metadata; read from DATASET, never from the hub
 # torch's intra-op threads of the training process: 1 beside the data-loader worker on 2 cores. With OpenMP's default
 # busy waiting, 2 threads on a 2-core machine that anything else also uses made a step 10x slower; OMP_WAIT_POLICY=PASSIVE
@@ -50,17 +55,34 @@ export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 WANDB_MODE=
 export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS OMP_WAIT_POLICY=PASSIVE
 
 train=("$LEROBOT_VENV/bin/lerobot-train")
+# prune: delete OUT/checkpoints/<step> directories older than the newest KEEP_CHECKPOINTS — only those before the one
+# `last` points to (numbers, not names: lerobot pads a step to the width of the run's total), so a checkpoint lerobot is still writing (or resumes from) is never touched
+prune() {
+  local dir=$OUT/checkpoints last step steps
+  [ "$KEEP_CHECKPOINTS" -gt 0 ] && [ -L "$dir/last" ] || return 0
+  last=$(basename "$(readlink -f "$dir/last")")
+  steps=$(ls -1 "$dir" | { grep -E '^[0-9]+$' || true; } | sort -n | head -n "-$KEEP_CHECKPOINTS")
+  for step in $steps; do
+    if (( 10#$step < 10#$last )); then rm -rf "${dir:?}/$step"; fi
+  done
+}
 if [ -f "$OUT/checkpoints/last/pretrained_model/train_config.json" ]; then
   echo "resuming $OUT from $(readlink -f "$OUT/checkpoints/last") to $STEPS steps"
-  exec "${train[@]}" --config_path="$OUT/checkpoints/last/pretrained_model/train_config.json" --resume=true \
-    --steps="$STEPS" "$@"
+  args=(--config_path="$OUT/checkpoints/last/pretrained_model/train_config.json" --resume=true --steps="$STEPS" "$@")
+else
+  args=(--dataset.repo_id="$REPO_ID" --dataset.root="$DATASET"
+    --policy.type=act --policy.device=cpu --policy.push_to_hub=false
+    --policy.pretrained_backbone_weights=null
+    --policy.chunk_size="$CHUNK_SIZE" --policy.n_action_steps="$N_ACTION_STEPS"
+    --output_dir="$OUT" --job_name="$(basename "$OUT")"
+    --steps="$STEPS" --batch_size="$BATCH_SIZE" --num_workers="$NUM_WORKERS" --seed="$SEED"
+    --save_freq="$SAVE_FREQ" --log_freq="$LOG_FREQ" --eval_freq=0
+    --wandb.enable=false "$@")
 fi
-exec "${train[@]}" \
-  --dataset.repo_id="$REPO_ID" --dataset.root="$DATASET" \
-  --policy.type=act --policy.device=cpu --policy.push_to_hub=false \
-  --policy.pretrained_backbone_weights=null \
-  --policy.chunk_size="$CHUNK_SIZE" --policy.n_action_steps="$N_ACTION_STEPS" \
-  --output_dir="$OUT" --job_name="$(basename "$OUT")" \
-  --steps="$STEPS" --batch_size="$BATCH_SIZE" --num_workers="$NUM_WORKERS" --seed="$SEED" \
-  --save_freq="$SAVE_FREQ" --log_freq="$LOG_FREQ" --eval_freq=0 \
-  --wandb.enable=false "$@"
+"${train[@]}" "${args[@]}" &
+pid=$!
+trap 'kill "$pid" 2>/dev/null' INT TERM
+while kill -0 "$pid" 2>/dev/null; do prune; sleep 30 & wait $! || true; done
+rc=0; wait "$pid" || rc=$?
+prune
+exit "$rc"
