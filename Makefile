@@ -13,7 +13,8 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
 	install-libero test-libero results-libero-clean results-libero \
-	install-liberoplus test-liberoplus results-liberoplus lerobot-venv results-libero-strong results-noharm
+	install-liberoplus test-liberoplus results-liberoplus lerobot-venv results-libero-strong results-noharm \
+	results-act
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -201,6 +202,13 @@ results-libero-strong: install-liberoplus
 	$(call paired_runs_base,configs/bench/liberoplus_libero.yaml,runs/liberoplus_strong,$(STRONG_SHIFTED_POLICIES),docs/results/liberoplus_strong,builtin-libero-strong)
 	$(call paired_runs_base,configs/bench/libero_standard.yaml,runs/libero_strong,$(STRONG_SHIFTED_POLICIES),docs/results/libero_strong,builtin-libero-strong)
 	$(call paired_runs_base,configs/bench/libero_object_standard.yaml,runs/libero_strong_object,$(STRONG_SHIFTED_POLICIES),docs/results/libero_strong_object,builtin-libero-strong)
+
+# R2A around the LeRobot ACT that scripts/lerobot/train_act.sh trained (issue 48; docs/wrap_your_policy.md's walk):
+# ACT served from its venv for the whole run; its clean episodes, the fit, the training-seed screen, and — once the
+# screen has chosen, ACT_VARIANT=blend|noblend — the test runs beside ACT, merged into docs/results/act_*.
+ACT_VARIANT ?=
+results-act: install-liberoplus lerobot-venv
+	VARIANT=$(ACT_VARIANT) bash scripts/lerobot/act_results.sh
 
 test: install
 	$(PY) -m pytest -q -m "not slow"

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# R2A around the LeRobot ACT that train_act.sh trained (issue 48), the way docs/wrap_your_policy.md walks it: ACT is
+# served from its own venv over the openpi protocol for the whole script; the fit, the screen and the benchmark run
+# in r2a's venv against that server. Every step resumes (the benchmark per episode, the fit per step).
+#
+#   bash scripts/lerobot/act_results.sh                      # clean → fit → screen; then, with VARIANT set, the runs
+#   STEP=clean bash scripts/lerobot/act_results.sh           # one step: fitdata | clean | fit | screen | runs
+#   VARIANT=noblend STEP=runs bash scripts/lerobot/act_results.sh
+#
+# fitdata: the fit's steps that never query a base (graph, held-out demos and re-renders, image statistics; ~1.5 h)
+#         with the strong base's name standing in, no server needed — runnable while ACT still trains
+# clean:  ACT alone on LIBERO's clean test episodes (both suites, 20 per task, seeds 100000…): its clean table
+# fit:    `r2a fit` with the strong LIBERO base's recipe and ACT as the base (training seeds only) → FIT
+# screen: training seeds (80200…, 2 per task, every factor at L2): ACT, R2A around it, and R2A without the blend —
+#         the variant is chosen from this by the rule written before it runs (clean no more than 1 point lower, then
+#         the highest pooled shifted uplift; docs/wrap_your_policy.md), never from test episodes
+# runs:   the chosen VARIANT (blend | noblend) beside ACT, run once, on LIBERO clean, LIBERO-Plus and libero_standard
+#         (test seeds), merged into docs/results/act_* with their viewers
+set -euo pipefail
+R2A=${R2A:-.venv/bin/r2a}
+LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
+ACT=${ACT:-runs/lerobot/act64}         # the lerobot-train output directory (its checkpoints/last is served)
+PORT=${PORT:-8010}
+FIT=${FIT:-runs/fit/act}
+RUNS=${RUNS:-runs/act}
+RESULTS=${RESULTS:-docs/results}
+WORKERS=${WORKERS:-2}
+VARIANT=${VARIANT:-}
+STEP=${STEP:-all}
+BASE=openpi:ws://127.0.0.1:$PORT
+NOBLEND='?gate.max_gate=0&gate.translation=0&gate.rotation=0'   # S bounded at 0: recovery, harmonization, task matching
+log() { echo "[$(date +%T)] $*"; }
+want() { [ "$STEP" = all ] || [ "$STEP" = "$1" ]; }
+mkdir -p "$RUNS"
+
+# ACT's server for the whole script (one process, one core: the benchmark's workers have the rest)
+serve_act() {
+  local slog=$RUNS/serve.log
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 "$LEROBOT_VENV/bin/r2a" serve --policy "lerobot:$ACT" \
+    --port "$PORT" > "$slog" 2>&1 &
+  SERVER=$!
+  trap 'kill "$SERVER" 2>/dev/null || true' EXIT
+  for _ in $(seq 120); do
+    grep -q "serving .* on ws://127.0.0.1:$PORT" "$slog" && { log "ACT served on $BASE (pid $SERVER)"; return 0; }
+    kill -0 "$SERVER" 2>/dev/null || break
+    sleep 1
+  done
+  echo "ACT's server did not start; its log ($slog):" >&2; tail -c 2000 "$slog" >&2; exit 1
+}
+run_name() { echo "$1" | tr ':/?&=' '_____'; }
+# paired CONFIG RUNS_DIR REPORT POLICY…: every policy in its own run (the first is the base), merged, with a viewer
+paired() {
+  local config=$1 dir=$2 report=$3 p; shift 3
+  local dirs=()
+  for p in "$@"; do
+    dirs+=("$dir/$(run_name "$p")")
+    "$R2A" bench run --config "$config" --policy "$p" --set "base_policy=$BASE" --save-frames failures \
+      --out "${dirs[-1]}" --workers "$WORKERS"
+  done
+  "$R2A" bench merge "$report" "${dirs[@]}" --base-policy "$BASE"
+  "$R2A" bench view "$report" --out "$report/viewer"
+}
+
+if [ "$STEP" = fitdata ]; then
+  log "0. the fit's base-free steps (ACT need not be trained yet)"
+  "$R2A" fit --config configs/fit/builtin_libero_strong.yaml --out "$FIT" --until statistics
+  exit 0
+fi
+serve_act
+if want clean; then
+  log "1. ACT alone, LIBERO clean (test seeds)"
+  "$R2A" bench run --config configs/bench/libero_clean.yaml --policy "$BASE" --set "base_policy=$BASE" \
+    --save-frames failures --out "$RUNS/clean/$(run_name "$BASE")" --workers "$WORKERS"   # step 4 merges it
+fi
+if want fit; then
+  log "2. r2a fit with ACT as the base"
+  "$R2A" fit --config configs/fit/builtin_libero_strong.yaml --set "base=$BASE" --out "$FIT"
+fi
+if want screen; then
+  log "3. the screen on training seeds: ACT, R2A, R2A without the blend"
+  "$R2A" bench run --config configs/bench/libero_clean.yaml --set seed=80200 --set episodes=2 \
+    --set 'factors={camera: [2], robot_init: [2], language: [2], light: [2], background: [2], noise: [2], layout: [2]}' \
+    --set "base_policy=$BASE" --policy "$BASE" --policy "r2a:$FIT" --policy "r2a:$FIT/r2a.yaml$NOBLEND" \
+    --out "$RUNS/screen" --workers "$WORKERS"
+fi
+if want runs && [ "$STEP" = all ] && [ -z "$VARIANT" ]; then
+  log "the screen's report is $RUNS/screen/report.md: choose by the rule, then VARIANT=blend|noblend STEP=runs"
+elif want runs; then
+  case "$VARIANT" in
+    blend) CHOSEN="r2a:$FIT" ;;
+    noblend) CHOSEN="r2a:$FIT/r2a.yaml$NOBLEND" ;;
+    *) echo "VARIANT=blend|noblend: the variant the screen chose (got '${VARIANT}')" >&2; exit 2 ;;
+  esac
+  log "4. ACT and $CHOSEN on the test seeds"
+  paired configs/bench/libero_clean.yaml "$RUNS/clean" "$RESULTS/act_clean" "$BASE" "$CHOSEN"
+  paired configs/bench/liberoplus_libero.yaml "$RUNS/liberoplus" "$RESULTS/act_liberoplus" "$BASE" "$CHOSEN"
+  paired configs/bench/libero_standard.yaml "$RUNS/libero_standard" "$RESULTS/act_libero_standard" "$BASE" "$CHOSEN"
+fi
+log "done"
