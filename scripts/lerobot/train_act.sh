@@ -28,15 +28,16 @@
 # most of an episode, executed open-loop.
 #
 # Budget: ~4 h of an idle 2-core machine. Measured (ACT's defaults otherwise: 52M parameters, ResNet-18 from scratch,
-# 128-px images, BATCH_SIZE=8): 1.2 s per step on an idle machine (docs/architecture.md, "Platform notes"), so the budget is
-# STEPS=12000 (96k samples); beside another job a step takes 1.3-2.6 s, so count the budget in steps, not in wall
-# time. ACT's preset keeps the learning rate constant (no scheduler): resuming with a larger STEPS changes no schedule.
+# BATCH_SIZE=8) on an idle machine: 128-px images 1.2 s per step with one thread (docs/architecture.md, "Platform
+# notes"); 64-px images (export_dataset.py --image-size 64) 0.77 s with one thread, 0.60 s with THREADS=2 — the
+# published run's 4 h budget is THREADS=2 STEPS=23800 (docs/experiments/lerobot_act.md). Beside another job a step
+# takes longer, so count the budget in steps, not in wall time. ACT's preset keeps the learning rate constant (no scheduler): resuming with a larger STEPS changes no schedule.
 set -euo pipefail
 
 LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
 DATASET=${DATASET:?set DATASET to the LeRobot dataset root written by scripts/lerobot/export_dataset.py}
 OUT=${OUT:?set OUT to the training output directory (runs/lerobot/act)}
-STEPS=${STEPS:-12000}            # total optimizer steps (the ~4 h budget of an idle 2-core machine; see above)
+STEPS=${STEPS:-23800}            # total optimizer steps (~4 h of an idle 2-core machine at 64 px, THREADS=2; see above)
 BATCH_SIZE=${BATCH_SIZE:-8}
 SAVE_FREQ=${SAVE_FREQ:-2000}     # a checkpoint (and a resume point) every SAVE_FREQ steps, and at the end
 LOG_FREQ=${LOG_FREQ:-100}
