@@ -31,7 +31,8 @@
 # BATCH_SIZE=8) on an idle machine: 128-px images 1.2 s per step with one thread (docs/architecture.md, "Platform
 # notes"); 64-px images (export_dataset.py --image-size 64) 0.77 s with one thread, 0.60 s with THREADS=2 — the
 # published run's 4 h budget is THREADS=2 STEPS=23800 (docs/experiments/lerobot_act.md). Beside another job a step
-# takes longer, so count the budget in steps, not in wall time. ACT's preset keeps the learning rate constant (no scheduler): resuming with a larger STEPS changes no schedule.
+# takes longer, so count the budget in steps, not in wall time. ACT's preset keeps the learning rate constant (no
+# scheduler): resuming with a larger STEPS changes no schedule.
 set -euo pipefail
 
 LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
@@ -57,7 +58,8 @@ export OMP_NUM_THREADS=$THREADS MKL_NUM_THREADS=$THREADS OMP_WAIT_POLICY=PASSIVE
 
 train=("$LEROBOT_VENV/bin/lerobot-train")
 # prune: delete OUT/checkpoints/<step> directories older than the newest KEEP_CHECKPOINTS — only those before the one
-# `last` points to (numbers, not names: lerobot pads a step to the width of the run's total), so a checkpoint lerobot is still writing (or resumes from) is never touched
+# `last` points to (numbers, not names: lerobot pads a step to the width of the run's total), so a checkpoint lerobot
+# is still writing (or resumes from) is never touched
 prune() {
   local dir=$OUT/checkpoints last step steps
   [ "$KEEP_CHECKPOINTS" -gt 0 ] && [ -L "$dir/last" ] || return 0
