@@ -28,7 +28,8 @@ WORKERS=${WORKERS:-2}
 VARIANT=${VARIANT:-}
 STEP=${STEP:-all}
 BASE=openpi:ws://127.0.0.1:$PORT
-NOBLEND='?gate.max_gate=0&gate.translation=0&gate.rotation=0'   # S bounded at 0: recovery, harmonization, task matching
+# S bounded at 0 (recovery, harmonization, task matching): the registry's own NO_BLEND, as r2a-libero-strong-noharm
+NOBLEND="?$("${R2A%/r2a}/python" -c 'from r2a.policies.registry import NO_BLEND; print("&".join(NO_BLEND))')"
 log() { echo "[$(date +%T)] $*"; }
 want() { [ "$STEP" = all ] || [ "$STEP" = "$1" ]; }
 mkdir -p "$RUNS"
