@@ -204,8 +204,8 @@ results-libero-strong: install-liberoplus
 	$(call paired_runs_base,configs/bench/libero_object_standard.yaml,runs/libero_strong_object,$(STRONG_SHIFTED_POLICIES),docs/results/libero_strong_object,builtin-libero-strong)
 
 # R2A around the LeRobot ACT that scripts/lerobot/train_act.sh trained (issue 48; docs/wrap_your_policy.md's walk):
-# ACT served from its venv for the whole run; its clean episodes, the fit, the training-seed screen, and — once the
-# screen has chosen, ACT_VARIANT=blend|noblend — the test runs beside ACT, merged into docs/results/act_*.
+# ACT served from its venv for the whole run; its clean episodes, the fit, the training-seed screen, the variant it
+# chooses (`r2a bench choose`; ACT_VARIANT=blend|noblend overrides), and the test runs beside ACT → docs/results/act_*.
 ACT_VARIANT ?=
 results-act: install-liberoplus lerobot-venv
 	VARIANT=$(ACT_VARIANT) bash scripts/lerobot/act_results.sh

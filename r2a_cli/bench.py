@@ -7,6 +7,9 @@ one results directory and its full report (:mod:`eval.merge`).
 ``r2a bench view RUN_DIR --out DIR [--frames changed|all|none]`` — a static HTML page of a results directory: the
 headline and uplift tables and the paired episodes, filtered, side by side (:mod:`eval.view`).
 
+``r2a bench choose SCREEN_DIR [--candidate P ...] [--max-clean-drop 1]`` — which wrapper variant runs on test seeds,
+from a screen on training seeds, by the rule fixed in advance (:mod:`eval.choose`).
+
 ``r2a bench calibrate --factor F --policy builtin [--seeds 80000:80010]`` — sweep a factor's severity knob on
 calibration seeds, fit success against severity and write the chosen L1–L3 into ``configs/bench/factors.yaml``
 (:mod:`eval.calibration`).
@@ -41,7 +44,7 @@ DEFAULT_LEVELS = shipped_path("configs/bench/factors.yaml")
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{run,calibrate,compare,merge,report,view,liberoplus,perf}")
+                                metavar="{run,calibrate,compare,merge,report,view,export,choose,liberoplus,perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
                                        "appended to OUT/results.jsonl as they finish, and a rerun resumes.",
@@ -94,6 +97,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     report_p.add_argument("dir", type=Path, metavar="DIR")
     _add_view_parser(sub)
     _add_export_parser(sub)
+    _add_choose_parser(sub)
     perf = sub.add_parser("perf", help="performance benchmarks")
     perf_sub = perf.add_subparsers(dest="perf_command", required=True, metavar="{graph,policy,retrieval,harmonize,sim}")
     graph = perf_sub.add_parser("graph", help="graph build scale benchmark on synthetic demonstrations",
@@ -159,6 +163,26 @@ def _add_export_parser(sub: Any) -> None:
                         help="write DIR/episodes.csv and DIR/cells.csv")
     export.add_argument("--json", type=Path, default=None, metavar="FILE",
                         help="write both tables and their column docs as one JSON file (r2a.bench.export v1)")
+
+
+def _add_choose_parser(sub: Any) -> None:
+    from eval.choose import DEFAULT_MAX_CLEAN_DROP_POINTS
+
+    choose = sub.add_parser("choose", help="which wrapper variant to run on test seeds, from a screen on training "
+                                           "seeds, by the rule fixed in advance",
+                            description="Among the candidates whose clean SR is no more than --max-clean-drop points "
+                                        "below the baseline's on the same episodes, the one with the highest pooled "
+                                        "shifted uplift (ties: the first listed). Refuses a run with any test-seed "
+                                        "episode. Exit status 1 when no candidate is eligible.")
+    choose.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                        help="the screen: a results directory of 'r2a bench run' on training seeds (< 100000)")
+    choose.add_argument("--baseline", metavar="POLICY", help="the base policy (default: the run's base_policy)")
+    choose.add_argument("--candidate", action="append", default=[], metavar="POLICY",
+                        help="a variant to choose among, as the run names it (repeat; simplest first; default: "
+                             "every policy besides the baseline, in the run's order)")
+    choose.add_argument("--max-clean-drop", type=float, default=DEFAULT_MAX_CLEAN_DROP_POINTS, metavar="POINTS",
+                        help=f"the clean SR points a candidate may lose (default {DEFAULT_MAX_CLEAN_DROP_POINTS:g})")
+    choose.add_argument("--json", type=Path, metavar="FILE", help="also write the choice as JSON (r2a.bench.choice v1)")
 
 
 def _add_perf_harmonize_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -291,6 +315,12 @@ def run(args: argparse.Namespace) -> int:
 
         print(json.dumps(export_run(args.run_dir, args.csv, args.json)))
         return 0
+    if args.command == "choose":
+        from eval.choose import choose_variant, format_choice
+
+        choice = choose_variant(args.run_dir, args.baseline, args.candidate, args.max_clean_drop, args.json)
+        print(format_choice(choice), end="")
+        return 0 if choice["chosen"] else 1
     if args.command == "view":
         from eval.view import write_view
 

@@ -3,19 +3,19 @@
 # served from its own venv over the openpi protocol for the whole script; the fit, the screen and the benchmark run
 # in r2a's venv against that server. Every step resumes (the benchmark per episode, the fit per step).
 #
-#   bash scripts/lerobot/act_results.sh                      # clean → fit → screen; then, with VARIANT set, the runs
+#   bash scripts/lerobot/act_results.sh                      # clean → fit → screen → choice → the runs
 #   STEP=clean bash scripts/lerobot/act_results.sh           # one step: fitdata | clean | fit | screen | runs
-#   VARIANT=noblend STEP=runs bash scripts/lerobot/act_results.sh
+#   VARIANT=noblend STEP=runs bash scripts/lerobot/act_results.sh   # overrides the screen's choice
 #
 # fitdata: the fit's steps that never query a base (graph, held-out demos and re-renders, image statistics; ~1.5 h)
 #         with the strong base's name standing in, no server needed — runnable while ACT still trains
 # clean:  ACT alone on LIBERO's clean test episodes (both suites, 20 per task, seeds 100000…): its clean table
 # fit:    `r2a fit` with the strong LIBERO base's recipe and ACT as the base (training seeds only) → FIT
 # screen: training seeds (80200…, 2 per task, every factor at L2): ACT, R2A around it, and R2A without the blend —
-#         the variant is chosen from this by the rule written before it runs (clean no more than 1 point lower, then
-#         the highest pooled shifted uplift; docs/wrap_your_policy.md), never from test episodes
-# runs:   the chosen VARIANT (blend | noblend) beside ACT, run once, on LIBERO clean, LIBERO-Plus and libero_standard
-#         (test seeds), merged into docs/results/act_* with their viewers
+#         the variant is chosen from this by the rule written before it runs (`r2a bench choose`: clean no more than
+#         1 point lower, then the highest pooled shifted uplift; docs/wrap_your_policy.md), never from test episodes
+# runs:   the screen's choice (RUNS/choice.json; VARIANT=blend|noblend overrides it) beside ACT, run once, on LIBERO
+#         clean, LIBERO-Plus and libero_standard (test seeds), merged into docs/results/act_* with their viewers
 set -euo pipefail
 R2A=${R2A:-.venv/bin/r2a}
 LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
@@ -84,13 +84,19 @@ if want screen; then
     --set "base_policy=$BASE" --policy "$BASE" --policy "r2a:$FIT" --policy "r2a:$FIT/r2a.yaml$NOBLEND" \
     --out "$RUNS/screen" --workers "$WORKERS"
 fi
-if want runs && [ "$STEP" = all ] && [ -z "$VARIANT" ]; then
-  log "the screen's report is $RUNS/screen/report.md: choose by the rule, then VARIANT=blend|noblend STEP=runs"
-elif want runs; then
+if want runs; then
   case "$VARIANT" in
+    "")  # the rule, in code: r2a bench choose (no blend listed first: a tie goes to the one with fewer parts)
+      rc=0
+      "$R2A" bench choose "$RUNS/screen" --baseline "$BASE" --candidate "r2a:$FIT/r2a.yaml$NOBLEND" \
+        --candidate "r2a:$FIT" --json "$RUNS/choice.json" || rc=$?
+      [ "$rc" = 1 ] && { echo "no variant is eligible (above): name one with VARIANT=blend|noblend, and say why" >&2; }
+      [ "$rc" = 0 ] || exit "$rc"
+      CHOSEN=$("${R2A%/r2a}/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["chosen"])' \
+        "$RUNS/choice.json") ;;
     blend) CHOSEN="r2a:$FIT" ;;
     noblend) CHOSEN="r2a:$FIT/r2a.yaml$NOBLEND" ;;
-    *) echo "VARIANT=blend|noblend: the variant the screen chose (got '${VARIANT}')" >&2; exit 2 ;;
+    *) echo "VARIANT=blend|noblend, or unset for the screen's choice (got '${VARIANT}')" >&2; exit 2 ;;
   esac
   log "4. ACT and $CHOSEN on the test seeds"
   paired configs/bench/libero_clean.yaml "$RUNS/clean" "$RESULTS/act_clean" "$BASE" "$CHOSEN"
