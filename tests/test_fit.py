@@ -165,3 +165,33 @@ def test_a_fit_checks_its_base_before_any_step(tmp_path):
     with pytest.raises(R2AInputError, match="no_checkpoint: not a directory"):
         fit(config, tmp_path / "out", progress=False)
     assert not (tmp_path / "out").exists()  # refused before anything was written
+
+
+@pytest.mark.slow
+def test_a_fit_around_a_served_base_queries_it_only_over_the_protocol_and_wraps_it(tmp_path):
+    """Bring-your-own-VLA at toy scale (~4 min): the base is a server the fit reaches only over the openpi protocol,
+    as a LeRobot ACT in its own venv is — the retriever's chunks and DAgger's closed loop (two workers, two
+    connections to one server) go through it, and the fitted directory wraps the same address."""
+    from demos.rollout import run_episode
+    from fit.pipeline import fit
+    from r2a.policies import make_policy
+    from r2a.serve.policy_server import PolicyServer
+    from sim.envs.backends import make_sim
+    from sim.envs.robosuite_env import SimConfig
+
+    server = PolicyServer(make_policy("builtin", sim=None, seed=0), port=0)
+    base = f"openpi:ws://127.0.0.1:{server.start()}"
+    try:
+        config = FitConfig.from_dict({**TOY, "base": base, "workers": 2, "dagger_episodes": 2})
+        manifest = fit(config, tmp_path / "fit", progress=False)
+        assert manifest["base"] == base and list(manifest["steps"])[-1] == "config"
+        assert (tmp_path / "fit" / "work" / "dagger" / "round1" / "Lift_camera2.hdf5").is_file()
+        sim = make_sim(SimConfig(task="Lift", image_size=64))
+        try:
+            policy = make_policy(f"r2a:{tmp_path / 'fit'}", sim, 0)
+            _, summary = run_episode(sim, policy, seed=7, record=False, max_steps=24)
+        finally:
+            sim.close()
+    finally:
+        server.stop()
+    assert summary["steps"] == 24 and np.isfinite(summary["trace"]["ee_pos"]).all()
