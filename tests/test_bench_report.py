@@ -154,6 +154,23 @@ def test_aggregate_screens_incompetent_tasks(summary):
     assert [r["task"] for r in summary["clean"] if not r["competent"]] == ["Can", "Can"]
 
 
+def test_clean_pooled_over_every_task_and_per_suite(summary):
+    from eval.report.summary import clean_pooled_rows
+
+    pooled = {(r["policy"], r["group"]): r for r in summary["clean_pooled"]}
+    assert set(pooled) == {("base", "all"), ("r2a", "all")}  # built-in task names have no suite
+    per_task = [r for r in summary["clean"] if r["policy"] == "base"]
+    assert pooled["base", "all"]["n"] == sum(r["n"] for r in per_task)
+    assert pooled["base", "all"]["successes"] == sum(r["successes"] for r in per_task)
+    rows = clean_pooled_rows([{"policy": "p", "task": "libero_spatial/0", "n": 20, "successes": 18},
+                              {"policy": "p", "task": "libero_spatial/1", "n": 20, "successes": 10},
+                              {"policy": "p", "task": "libero_object/0", "n": 20, "successes": 20}])
+    assert [(r["group"], r["tasks"], r["successes"], r["n"]) for r in rows] == [
+        ("libero_object", 1, 20, 20), ("libero_spatial", 2, 28, 40), ("all", 3, 48, 60)]
+    assert rows[1]["sr_ci"][0] < 0.7 < rows[1]["sr_ci"][1]
+    assert "Pooled per suite" in render_markdown(summary)
+
+
 def test_uplift_sign_and_pairing(summary):
     up = _uplift(summary, "base", "r2a", "camera", 1)
     assert up["uplift"] == pytest.approx(0.2 / 3)                     # +0.2 on Lift, 0 on Stack and Can

@@ -35,6 +35,7 @@ def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = (),
                                     [[r["policy"], r["task"], r["n"], _sr_ci(r["sr"], r["sr_ci"]),
                                       _num(r["normalized_score"]), "yes" if r["competent"] else "no"]
                                      for r in summary["clean"]]), "",
+        *_clean_pooled_md(summary.get("clean_pooled") or []),
         "## Per condition", "", "ΔSR = SR_clean − SR_shift on paired episodes; transitions clean→shifted.", "",
         _table(["policy", "task", "factor", "L", "n", "SR [95% CI]", "clean SR", "ΔSR [95% CI]",
                 "S→S", "S→F", "F→S", "F→F", "McNemar p", "score"],
@@ -60,6 +61,16 @@ def render_markdown(summary: Mapping[str, Any], figures: Sequence[str] = (),
         *_provenance_md(summary.get("provenance")),
     ]
     return "\n".join(parts)
+
+
+def _clean_pooled_md(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Each policy's clean SR per suite and over every task (Wilson 95 % CI, episodes pooled)."""
+    if not rows:
+        return []
+    return ["Pooled per suite (the task name's part before `/`) and over every task (`all`):", "",
+            _table(["policy", "suite", "tasks", "successes / n", "SR [95% CI]"],
+                   [[r["policy"], r["group"], r["tasks"], f"{r['successes']} / {r['n']}", _sr_ci(r["sr"], r["sr_ci"])]
+                    for r in rows]), ""]
 
 
 def _figures_md(figures: Sequence[str], omitted: Mapping[str, str]) -> list[str]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from eval.headline import headline_rows
+from eval.headline import ALL, headline_rows
 from eval.report.integrity import integrity_table
 from eval.report.records import Jobs, Record, dedupe_records, job_key, modifies_state, validate_record
 from eval.schema import CLEAN, JOB_FIELDS, SUMMARY_SCHEMA, SUMMARY_SCHEMA_VERSION
@@ -60,7 +60,8 @@ def build_summary(records: Sequence[Record], *, n_resamples: int = 10_000, seed:
         "config": config or None,
         "policies": jobs.policies, "tasks": jobs.tasks, "factors": jobs.factors,
         "integrity": integrity_table(jobs, len(records), replaced, config),
-        "clean": [_clean_row(jobs, policy, task, competent) for policy, task in jobs.clean_cells()],
+        "clean": (clean := [_clean_row(jobs, policy, task, competent) for policy, task in jobs.clean_cells()]),
+        "clean_pooled": clean_pooled_rows(clean),
         "conditions": [_condition_row(jobs, key, boot) for key in jobs.conditions()],
         "aggregates": [_aggregate_row(jobs, policy, factor, level, competent[policy], boot)
                        for policy, factor, level in jobs.factor_levels()],
@@ -206,6 +207,23 @@ def _clean_row(jobs: Jobs, policy: str, task: str, competent: Mapping[str, Mappi
     return {"policy": policy, "task": task, **_with_ci(_successes(runs)), "normalized_score": _score(runs),
             "competent": competent[policy].get(task, False), "failure_stages": _failure_stages(runs),
             "events": _events(runs), "trajectory": _mean_metrics([r for r in runs if r["success"]])}
+
+
+def clean_pooled_rows(clean: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each policy's clean episodes pooled per suite (the part of a task's name before ``/``: LIBERO's
+    ``libero_spatial/3``) and over every task (``all``), with Wilson intervals — the per-suite clean table a
+    LIBERO paper reports. Tasks without a suite pool into ``all`` only."""
+    groups: dict[tuple[str, str], list[Mapping[str, Any]]] = defaultdict(list)
+    for row in clean:
+        groups[row["policy"], ALL].append(row)
+        if "/" in row["task"]:
+            groups[row["policy"], row["task"].split("/", 1)[0]].append(row)
+    out = []
+    for (policy, group), rows in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1] == ALL, kv[0][1])):
+        k, n = sum(r["successes"] for r in rows), sum(r["n"] for r in rows)
+        out.append({"policy": policy, "group": group, "tasks": len(rows), "n": n, "successes": k,
+                    "sr": k / n if n else math.nan, "sr_ci": list(wilson_interval(k, n))})
+    return out
 
 
 def _condition_row(jobs: Jobs, key: tuple[str, str, str, int], boot: Mapping[str, int]) -> dict[str, Any]:
