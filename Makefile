@@ -205,7 +205,8 @@ results-libero-strong: install-liberoplus
 
 # R2A around the LeRobot ACT that scripts/lerobot/train_act.sh trained (issue 48; docs/wrap_your_policy.md's walk):
 # ACT served from its venv for the whole run; its clean episodes, the fit, the training-seed screen, the variant it
-# chooses (`r2a bench choose`; ACT_VARIANT=blend|noblend overrides), and the test runs beside ACT → docs/results/act_*.
+# chooses (`r2a bench choose`; ACT_VARIANT=blend|noblend overrides), the test runs beside ACT → docs/results/act_*,
+# and the proxy in front of ACT checked against the same variant in-process (docs/results/act_proxy.md).
 ACT_VARIANT ?=
 results-act: install-liberoplus lerobot-venv
 	VARIANT=$(ACT_VARIANT) bash scripts/lerobot/act_results.sh

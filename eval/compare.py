@@ -33,7 +33,7 @@ def compare_runs(a_dir: str | Path, b_dir: str | Path, policy_a: str | None = No
     a = _policy_records(Path(a_dir), policy_a)
     b = _policy_records(Path(b_dir), policy_b)
     cells: dict[Cell, list[tuple[bool, bool]]] = defaultdict(list)
-    mismatched = 0
+    mismatched = identical = 0
     for key, rec_a in a.items():
         rec_b = b.get(key)
         if rec_b is None or rec_a.get("error") or rec_b.get("error"):
@@ -42,6 +42,7 @@ def compare_runs(a_dir: str | Path, b_dir: str | Path, policy_a: str | None = No
             mismatched += 1
             continue
         cells[key[:3]].append((bool(rec_a["success"]), bool(rec_b["success"])))
+        identical += _replays(rec_a, rec_b)
     rows = [_row(task, factor, level, outcomes) for (task, factor, level), outcomes in sorted(cells.items())]
     if len(rows) > 1:
         rows.append(_row("all", "all", -1, [o for outcomes in cells.values() for o in outcomes]))
@@ -51,7 +52,7 @@ def compare_runs(a_dir: str | Path, b_dir: str | Path, policy_a: str | None = No
     warnings = _provenance_warnings(Path(a_dir), Path(b_dir))
     for warning in warnings:
         log.warning("%s", warning)
-    return {"a": str(a_dir), "b": str(b_dir), "paired": paired, "mismatched": mismatched,
+    return {"a": str(a_dir), "b": str(b_dir), "paired": paired, "identical": identical, "mismatched": mismatched,
             "only_in_a": len(set(a) - set(b)), "only_in_b": len(set(b) - set(a)), "warnings": warnings,
             "rows": rows}
 
@@ -95,6 +96,13 @@ def _same_episode(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return fa is None or fb is None or fa == fb
 
 
+def _replays(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """The same episode played the same way: outcome, step count and end-effector path summary (start, end,
+    lowest point) all equal — what a proxy in front of a server must give beside the same wrapper in-process."""
+    return (a["success"] == b["success"] and a.get("steps") == b.get("steps")
+            and a.get("ee_summary") is not None and a.get("ee_summary") == b.get("ee_summary"))
+
+
 def _row(task: str, factor: str, level: int, outcomes: Sequence[tuple[bool, bool]]) -> dict[str, Any]:
     a = [x for x, _ in outcomes]
     b = [y for _, y in outcomes]
@@ -109,7 +117,9 @@ def _row(task: str, factor: str, level: int, outcomes: Sequence[tuple[bool, bool
 def comparison_markdown(result: Mapping[str, Any]) -> str:
     """The comparison as a Markdown table (A = first directory, B = second)."""
     lines = [f"A = {result['a']}, B = {result['b']}: {result['paired']} paired episodes "
-             f"({result['mismatched']} mismatched, {result['only_in_a']} only in A, {result['only_in_b']} only in B)",
+             f"({result['mismatched']} mismatched, {result['only_in_a']} only in A, {result['only_in_b']} only in B); "
+             f"{result['identical']} of them played identically (outcome, steps, end-effector start, end and lowest "
+             "point)",
              *(f"**Warning:** {w}" for w in result.get("warnings", ())),
              "", "| task | factor | level | n | SR A [95 % CI] | SR B [95 % CI] | A→B S→F / F→S | McNemar p |",
              "|---|---|---|---|---|---|---|---|"]

@@ -30,6 +30,21 @@ def test_pairs_by_episode_and_counts_discordant_pairs(tmp_path):
     assert "| Stack | clean | 0 | 10 | 0.30 [" in comparison_markdown(result)
 
 
+def test_counts_the_pairs_that_played_identically(tmp_path):
+    """A proxy beside the same wrapper in-process: every pair must play the same way, not only end the same."""
+    ee = {"start": [0.0, 0.0, 1.0], "end": [0.1, 0.2, 0.9], "min_z": 0.9}
+    a = [record("r2a", "Lift", "clean", 0, i, success=True, ee_summary=ee) for i in range(4)]
+    b = [record("openpi:ws://127.0.0.1:8020", "Lift", "clean", 0, i, success=True, ee_summary=ee) for i in range(2)]
+    b += [record("openpi:ws://127.0.0.1:8020", "Lift", "clean", 0, 2, success=True, ee_summary=ee, steps=51),
+          record("openpi:ws://127.0.0.1:8020", "Lift", "clean", 0, 3, success=True,
+                 ee_summary={**ee, "end": [0.1, 0.2, 0.9001]})]
+    result = compare_runs(_write(tmp_path / "a", a), _write(tmp_path / "b", b))
+    assert (result["paired"], result["identical"]) == (4, 2)
+    assert "2 of them played identically" in comparison_markdown(result)
+    no_summary = [record("p", "Lift", "clean", 0, 0, success=True)]  # nothing to tell it by: not counted
+    assert compare_runs(_write(tmp_path / "c", no_summary), _write(tmp_path / "d", no_summary))["identical"] == 0
+
+
 def test_episodes_with_another_seed_or_start_are_not_paired(tmp_path):
     a = [record("p", "Lift", "clean", 0, i, success=True) for i in range(3)]
     b = [record("p", "Lift", "clean", 0, 0, success=False, env_seed=5),

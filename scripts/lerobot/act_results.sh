@@ -4,7 +4,7 @@
 # in r2a's venv against that server. Every step resumes (the benchmark per episode, the fit per step).
 #
 #   bash scripts/lerobot/act_results.sh                      # clean → fit → screen → choice → the runs
-#   STEP=clean bash scripts/lerobot/act_results.sh           # one step: fitdata | clean | fit | screen | runs
+#   STEP=clean bash scripts/lerobot/act_results.sh           # one step: fitdata | clean | fit | screen | runs | proxy
 #   VARIANT=noblend STEP=runs bash scripts/lerobot/act_results.sh   # overrides the screen's choice
 #
 # fitdata: the fit's steps that never query a base (graph, held-out demos and re-renders, image statistics; ~1.5 h)
@@ -16,11 +16,15 @@
 #         1 point lower, then the highest pooled shifted uplift; docs/wrap_your_policy.md), never from test episodes
 # runs:   the screen's choice (RUNS/choice.json; VARIANT=blend|noblend overrides it) beside ACT, run once, on LIBERO
 #         clean, LIBERO-Plus and libero_standard (test seeds), merged into docs/results/act_* with their viewers
+# proxy:  the same variant as the drop-in proxy in front of ACT (`r2a serve --upstream`) beside it in-process, on
+#         training seeds (80400…, one episode per task clean, camera L2 and light L3): `r2a bench compare` counts the
+#         pairs that played identically (docs/results/act_proxy.md)
 set -euo pipefail
 R2A=${R2A:-.venv/bin/r2a}
 LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
 ACT=${ACT:-runs/lerobot/act64}         # the lerobot-train output directory (its checkpoints/last is served)
 PORT=${PORT:-8010}
+PROXY_PORT=${PROXY_PORT:-8020}
 FIT=${FIT:-runs/fit/act}
 RUNS=${RUNS:-runs/act}
 RESULTS=${RESULTS:-docs/results}
@@ -39,14 +43,34 @@ serve_act() {
   local slog=$RUNS/serve.log
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1 "$LEROBOT_VENV/bin/r2a" serve --policy "lerobot:$ACT" \
     --port "$PORT" > "$slog" 2>&1 &
-  SERVER=$!
-  trap 'kill "$SERVER" 2>/dev/null || true' EXIT
+  SERVERS+=($!)
+  wait_served "$slog" "$PORT"
+}
+SERVERS=()
+trap 'kill "${SERVERS[@]}" 2>/dev/null || true' EXIT
+# wait_served LOG PORT: until the server just started (the last of SERVERS) listens, or fail with its log
+wait_served() {
   for _ in $(seq 120); do
-    grep -q "serving .* on ws://127.0.0.1:$PORT" "$slog" && { log "ACT served on $BASE (pid $SERVER)"; return 0; }
-    kill -0 "$SERVER" 2>/dev/null || break
+    grep -q "serving .* on ws://127.0.0.1:$2" "$1" && { log "served on ws://127.0.0.1:$2 (pid ${SERVERS[-1]})"; return 0; }
+    kill -0 "${SERVERS[-1]}" 2>/dev/null || break
     sleep 1
   done
-  echo "ACT's server did not start; its log ($slog):" >&2; tail -c 2000 "$slog" >&2; exit 1
+  echo "the server did not start; its log ($1):" >&2; tail -c 2000 "$1" >&2; exit 1
+}
+# the variant to run on test seeds: the screen's choice by the rule (r2a bench choose), or VARIANT's
+chosen_variant() {
+  case "$VARIANT" in
+    "")  # no blend listed first: a tie goes to the variant with fewer parts
+      local rc=0
+      "$R2A" bench choose "$RUNS/screen" --baseline "$BASE" --candidate "r2a:$FIT/r2a.yaml$NOBLEND" \
+        --candidate "r2a:$FIT" --json "$RUNS/choice.json" >&2 || rc=$?
+      [ "$rc" = 1 ] && { echo "no variant is eligible (above): name one with VARIANT=blend|noblend, and say why" >&2; }
+      [ "$rc" = 0 ] || exit "$rc"
+      "${R2A%/r2a}/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["chosen"])' "$RUNS/choice.json" ;;
+    blend) echo "r2a:$FIT" ;;
+    noblend) echo "r2a:$FIT/r2a.yaml$NOBLEND" ;;
+    *) echo "VARIANT=blend|noblend, or unset for the screen's choice (got '${VARIANT}')" >&2; exit 2 ;;
+  esac
 }
 run_name() { echo "$1" | tr ':/?&=' '_____'; }
 # paired CONFIG RUNS_DIR REPORT POLICY…: every policy in its own run (the first is the base), merged, with a viewer
@@ -85,22 +109,24 @@ if want screen; then
     --out "$RUNS/screen" --workers "$WORKERS"
 fi
 if want runs; then
-  case "$VARIANT" in
-    "")  # the rule, in code: r2a bench choose (no blend listed first: a tie goes to the one with fewer parts)
-      rc=0
-      "$R2A" bench choose "$RUNS/screen" --baseline "$BASE" --candidate "r2a:$FIT/r2a.yaml$NOBLEND" \
-        --candidate "r2a:$FIT" --json "$RUNS/choice.json" || rc=$?
-      [ "$rc" = 1 ] && { echo "no variant is eligible (above): name one with VARIANT=blend|noblend, and say why" >&2; }
-      [ "$rc" = 0 ] || exit "$rc"
-      CHOSEN=$("${R2A%/r2a}/python" -c 'import json, sys; print(json.load(open(sys.argv[1]))["chosen"])' \
-        "$RUNS/choice.json") ;;
-    blend) CHOSEN="r2a:$FIT" ;;
-    noblend) CHOSEN="r2a:$FIT/r2a.yaml$NOBLEND" ;;
-    *) echo "VARIANT=blend|noblend, or unset for the screen's choice (got '${VARIANT}')" >&2; exit 2 ;;
-  esac
+  CHOSEN=$(chosen_variant)
   log "4. ACT and $CHOSEN on the test seeds"
   paired configs/bench/libero_clean.yaml "$RUNS/clean" "$RESULTS/act_clean" "$BASE" "$CHOSEN"
   paired configs/bench/liberoplus_libero.yaml "$RUNS/liberoplus" "$RESULTS/act_liberoplus" "$BASE" "$CHOSEN"
   paired configs/bench/libero_standard.yaml "$RUNS/libero_standard" "$RESULTS/act_libero_standard" "$BASE" "$CHOSEN"
+fi
+if want proxy; then
+  CHOSEN=$(chosen_variant)
+  log "5. $CHOSEN as the proxy in front of ACT, beside it in-process (training seeds)"
+  "$R2A" serve --policy "$CHOSEN" --upstream "ws://127.0.0.1:$PORT" --port "$PROXY_PORT" > "$RUNS/proxy.log" 2>&1 &
+  SERVERS+=($!)
+  wait_served "$RUNS/proxy.log" "$PROXY_PORT"
+  check=(--config configs/bench/libero_clean.yaml --set seed=80400 --set episodes=1
+         --set 'factors={camera: [2], light: [3]}' --set "base_policy=$BASE")
+  "$R2A" bench run "${check[@]}" --policy "$CHOSEN" --out "$RUNS/proxy/in_process" --workers "$WORKERS"
+  "$R2A" bench run "${check[@]}" --policy "openpi:ws://127.0.0.1:$PROXY_PORT" --out "$RUNS/proxy/proxy" --workers 1
+  "$R2A" bench compare "$RUNS/proxy/in_process" "$RUNS/proxy/proxy" --json "$RUNS/proxy/compare.json" \
+    > "$RESULTS/act_proxy.md"
+  cat "$RESULTS/act_proxy.md"
 fi
 log "done"
