@@ -28,11 +28,22 @@ def fitted(tmp_path_factory):
     return config, out, fit(config, out, progress=False)
 
 
-def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
+def _wrap_and_run(fit_dir, steps: int = 24):
+    """``r2a:FIT_DIR`` driving Lift for ``steps`` steps: (the wrapper, the episode's summary)."""
     from demos.rollout import run_episode
     from r2a.policies import make_policy
     from sim.envs.backends import make_sim
     from sim.envs.robosuite_env import SimConfig
+
+    sim = make_sim(SimConfig(task="Lift", image_size=64))
+    try:
+        policy = make_policy(f"r2a:{fit_dir}", sim, 0)
+        return policy, run_episode(sim, policy, seed=7, record=False, max_steps=steps)[1]
+    finally:
+        sim.close()
+
+
+def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
 
     config, out, manifest = fitted
     assert list(manifest["steps"]) == ["graph", "heldout", "statistics", "retriever", "gate", "config"]
@@ -45,12 +56,7 @@ def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
     assert max(gate["provenance"]["seeds"]) < 100_000  # training seeds only, DAgger round 1's among them
     moved = out.parent / "moved"  # the fitted directory works from anywhere: its paths are relative to r2a.yaml
     shutil.copytree(out, moved)
-    sim = make_sim(SimConfig(task="Lift", image_size=64))
-    try:
-        policy = make_policy(f"r2a:{moved}", sim, 0)
-        _, summary = run_episode(sim, policy, seed=7, record=False, max_steps=24)
-    finally:
-        sim.close()
+    policy, summary = _wrap_and_run(moved)
     assert summary["steps"] == 24 and np.isfinite(summary["trace"]["ee_pos"]).all()
     artifacts = policy.metadata["artifacts"]
     assert {"graph", "retriever", "gate", "harmonize_stats"} <= set(artifacts), artifacts
@@ -169,15 +175,12 @@ def test_a_fit_checks_its_base_before_any_step(tmp_path):
 
 @pytest.mark.slow
 def test_a_fit_around_a_served_base_queries_it_only_over_the_protocol_and_wraps_it(tmp_path):
-    """Bring-your-own-VLA at toy scale (~4 min): the base is a server the fit reaches only over the openpi protocol,
+    """Bring-your-own-VLA at toy scale (~3 min): the base is a server the fit reaches only over the openpi protocol,
     as a LeRobot ACT in its own venv is — the retriever's chunks and DAgger's closed loop (two workers, two
     connections to one server) go through it, and the fitted directory wraps the same address."""
-    from demos.rollout import run_episode
     from fit.pipeline import fit
     from r2a.policies import make_policy
     from r2a.serve.policy_server import PolicyServer
-    from sim.envs.backends import make_sim
-    from sim.envs.robosuite_env import SimConfig
 
     server = PolicyServer(make_policy("builtin", sim=None, seed=0), port=0)
     base = f"openpi:ws://127.0.0.1:{server.start()}"
@@ -186,12 +189,7 @@ def test_a_fit_around_a_served_base_queries_it_only_over_the_protocol_and_wraps_
         manifest = fit(config, tmp_path / "fit", progress=False)
         assert manifest["base"] == base and list(manifest["steps"])[-1] == "config"
         assert (tmp_path / "fit" / "work" / "dagger" / "round1" / "Lift_camera2.hdf5").is_file()
-        sim = make_sim(SimConfig(task="Lift", image_size=64))
-        try:
-            policy = make_policy(f"r2a:{tmp_path / 'fit'}", sim, 0)
-            _, summary = run_episode(sim, policy, seed=7, record=False, max_steps=24)
-        finally:
-            sim.close()
+        _, summary = _wrap_and_run(tmp_path / "fit")
     finally:
         server.stop()
     assert summary["steps"] == 24 and np.isfinite(summary["trace"]["ee_pos"]).all()
