@@ -44,7 +44,6 @@ def _wrap_and_run(fit_dir, steps: int = 24):
 
 
 def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
-
     config, out, manifest = fitted
     assert list(manifest["steps"]) == ["graph", "heldout", "statistics", "retriever", "gate", "config"]
     for part in ("graph/manifest.json", "retriever/model.safetensors", "gate/model.safetensors", "image_stats.json",
