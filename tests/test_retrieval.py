@@ -178,6 +178,67 @@ def test_training_saves_a_versioned_checkpoint_and_resumes(graph, tmp_path):
         load_retriever(out)
 
 
+#: the base queries :func:`counted_chunk` answered, and after how many it stops answering (None: never)
+BASE_CALLS = {"n": 0, "fail_after": None}
+
+
+def counted_chunk(obs):
+    """:func:`constant_chunk` that counts its queries and can stop answering, as a base server that goes away."""
+    BASE_CALLS["n"] += 1
+    if BASE_CALLS["fail_after"] is not None and BASE_CALLS["n"] > BASE_CALLS["fail_after"]:
+        raise ConnectionError("the base policy stopped answering")
+    return constant_chunk(obs)
+
+
+def test_a_stopped_query_build_resumes_at_the_file_it_was_on(graph, tmp_path):
+    from training.retriever.config import RetrieverTrainConfig
+    from training.retriever.queries import load_query_set
+    from training.retriever.train import QUERY_CACHE, QUERY_PARTS, train_retriever
+
+    first, second = _held_out(tmp_path), _held_out(tmp_path / "second")
+    config = RetrieverTrainConfig.from_yaml(None, ["base=callable:test_retrieval:counted_chunk", "hidden=16",
+                                                   "layers=2", "batch_size=4", "steps=1", "frame_stride=8",
+                                                   "retrieval.max_nodes=24"])
+    BASE_CALLS.update(n=0, fail_after=None)
+    train_retriever(config, graph.path, [first, second], tmp_path / "whole", progress=False)
+    whole, queried = load_query_set(tmp_path / "whole" / QUERY_CACHE), BASE_CALLS["n"]
+
+    BASE_CALLS.update(n=0, fail_after=queried - 1)  # the server goes away on the very last frame
+    with pytest.raises(ConnectionError):
+        train_retriever(config, graph.path, [first, second], tmp_path / "stopped", progress=False)
+    kept = load_query_set(tmp_path / "stopped" / QUERY_PARTS / "0000.npz")  # the first file's queries survive
+    assert sorted(p.name for p in (tmp_path / "stopped" / QUERY_PARTS).iterdir()) == ["0000.npz"]
+    BASE_CALLS.update(n=0, fail_after=None)
+    train_retriever(config, graph.path, [first, second], tmp_path / "stopped", progress=False)
+    assert 0 < BASE_CALLS["n"] == queried - len(kept)  # only the second file was asked again
+    assert not (tmp_path / "stopped" / QUERY_PARTS).exists()
+    resumed = load_query_set(tmp_path / "stopped" / QUERY_CACHE)
+    assert resumed.conditions == whole.conditions and resumed.prompt == whole.prompt
+    assert resumed.sources == whole.sources and len(resumed.sources) == 2
+    for name in ("query", "base_chunk", "episode", "condition", "future_dpos", "phase"):
+        np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name))
+
+
+def test_parts_join_with_episodes_renumbered_and_conditions_in_first_seen_order():
+    from training.retriever.queries import ARRAY_FIELDS, QuerySet, concat_query_sets
+
+    def part(episodes, conditions, condition, path):
+        rows = len(episodes)
+        arrays = {k: np.zeros((rows, 2), np.float32) for k in ARRAY_FIELDS}
+        arrays.update(episode=np.array(episodes), condition=np.array(condition))
+        record = {"path": path, "episodes": 3, "used": max(episodes) + 1, "seeds": []}
+        return QuerySet(prompt=[path] * rows, conditions=conditions, sources=[record], **arrays), record
+
+    a = part([0, 0, 1], ["camera:2"], [0, 0, 0], "a.hdf5")
+    b = part([0, 1, 1, 2], ["clean", "camera:2"], [0, 1, 1, 0], "c.hdf5")
+    joined = concat_query_sets([a, (None, {"path": "b.hdf5", "episodes": 2, "used": 0, "seeds": []}), b])
+    assert joined.conditions == ["camera:2", "clean"]
+    assert joined.episode.tolist() == [0, 0, 1, 2, 3, 3, 4] and joined.condition.tolist() == [0, 0, 0, 1, 0, 0, 1]
+    assert [r["path"] for r in joined.sources] == ["a.hdf5", "b.hdf5", "c.hdf5"] and len(joined.prompt) == 7
+    with pytest.raises(R2AInputError, match="no successful episodes"):
+        concat_query_sets([(None, {"path": "b.hdf5"})])
+
+
 def test_training_refuses_demos_that_are_in_the_graph(tmp_path):
     from demos.hdf5_io import write_hdf5
     from graph_builder.build import build_graph_from_paths

@@ -15,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import logging
+import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -41,6 +42,8 @@ from training.retriever.queries import QuerySet, build_query_set, load_query_set
 log = logging.getLogger(__name__)
 
 QUERY_CACHE = "queries.npz"
+#: the finished sources of a query set still being built (see :class:`QueryParts`)
+QUERY_PARTS = "queries.parts"
 
 
 def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_paths: list[str | Path],
@@ -137,12 +140,44 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     _refuse_graph_demos(graph, demo_paths)
     policy = make_policy(config.base, None, config.seed)
     sources = [(str(p), load_episodes(p)) for p in demo_paths]
+    parts = QueryParts(out / QUERY_PARTS, fingerprint)
     queries = build_query_set(sources, policy, retriever, response, layout, config.executed_steps,
-                              config.frame_stride, config.predict_batch, progress)
+                              config.frame_stride, config.predict_batch, progress, parts)
     queries.sources = [{**queries.sources[0], "fingerprint": fingerprint}, *queries.sources[1:]]
-    out.mkdir(parents=True, exist_ok=True)
     save_query_set(queries, cache)
+    parts.clear()
     return queries
+
+
+class QueryParts:
+    """The query set's finished sources while it is built (``out/queries.parts/``), so that a stopped build —
+    hundreds of base-policy queries per held-out file — resumes at the file it was on. A part counts only when it
+    was made from the same inputs (the cache's fingerprint) for the same file; the directory goes once the whole
+    set is saved."""
+
+    def __init__(self, directory: Path, fingerprint: str) -> None:
+        self.directory, self.fingerprint = directory, fingerprint
+
+    def _file(self, index: int) -> Path:
+        return self.directory / f"{index:04d}.npz"
+
+    def load(self, index: int, path: str) -> QuerySet | None:
+        file = self._file(index)
+        if not file.is_file():
+            return None
+        part = load_query_set(file)
+        record = dict(part.sources[0]) if part.sources else {}
+        if record.pop("part_of", None) != self.fingerprint or record.get("path") != path:
+            return None
+        part.sources = [record]
+        return part
+
+    def save(self, index: int, part: QuerySet) -> None:
+        save_query_set(replace(part, sources=[{**part.sources[0], "part_of": self.fingerprint}]), self._file(index))
+
+    def clear(self) -> None:
+        if self.directory.is_dir():
+            shutil.rmtree(self.directory)
 
 
 def _inputs_fingerprint(config: RetrieverTrainConfig, graph, source_digests: list[str]) -> str:
