@@ -16,8 +16,10 @@ module that owns it (the same recipe as ``r2a/assets/R2A_ASSETS.md``):
 6. ``config``: ``OUT/r2a.yaml``, the R2A config that wraps the base with these parts (``--policy r2a:OUT``).
 
 A step whose output exists is skipped, so a stopped fit resumes where it stopped (the trainers resume inside their
-own directories). ``OUT/fit.json`` (``r2a.fit`` v1) records the config, the base, each step's time, the demo files'
-and the parts' sha256 — and every seed is a training seed (:mod:`fit.config`).
+own directories). The base is asked its chunks on the held-out frames once: the retriever's queries and every gate
+round read them from ``WORK/base_chunks`` (:class:`~training.retriever.queries.ChunkCache`). ``OUT/fit.json``
+(``r2a.fit`` v1) records the config, the base, each step's time, the demo files' and the parts' sha256 — and
+every seed is a training seed (:mod:`fit.config`).
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ GRAPH, RETRIEVER, GATE = "graph", "retriever", "gate"
 IMAGE_STATS, HARMONIZE_STATS = "image_stats.json", "harmonize_stats.json"
 #: work files (demonstrations, re-renders, rollouts, training runs): not needed to run the fitted R2A
 WORK = "work"
+#: the base's chunks on the held-out frames, inside WORK: the retriever asks them once, every gate round reuses them
+BASE_CHUNKS = "base_chunks"
 #: the files of a finished training run that a checkpoint consists of
 CHECKPOINT_FILES = ("manifest.json", "model.safetensors", "train_summary.json")
 #: what the trainers write once their last step is done (a run without it resumes)
@@ -188,7 +192,7 @@ class Fitting:
                                                      f"steps={self.config.retriever_steps}"])
             run = self.work / "runs" / "retriever"
             train_retriever(config, self.out / GRAPH, [str(p) for p in self.query_files()], run,
-                            progress=self.progress)
+                            progress=self.progress, chunk_cache=self.work / BASE_CHUNKS)
             _ship(run, final)
         return [final]
 
@@ -307,11 +311,13 @@ class Fitting:
         from r2a_core.provenance import sha256_path
         from r2a_core.visual_ood import load_image_stats
         from training.retriever.offline import build_offline
+        from training.retriever.queries import ChunkCache
 
         _, base, wrapper, episodes = build_offline(self.fitting_config(), [], [str(p) for p in self.query_files()],
                                                    [str(p) for p in dagger])
         stats = self.out / IMAGE_STATS
-        data = build_gate_data(episodes, wrapper, base, load_image_stats(stats), progress=self.progress)
+        data = build_gate_data(episodes, wrapper, base, load_image_stats(stats), progress=self.progress,
+                               chunk_cache=ChunkCache(self.work / BASE_CHUNKS, self.config.base))
         data["meta"]["image_stats"] = {"path": str(stats), "sha256": sha256_path(stats)}
         save_gate_data(data, rows)
 

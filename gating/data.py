@@ -47,10 +47,12 @@ ARRAYS = ("base", "reference", "expert", "retrieval", "ee_pos", "gripper", "step
 
 def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, base_policy: Any,
                     image_scorer: Any = None, frame_stride: int = 2, predict_batch: int = 64,
-                    progress: bool = True, frames_too: bool = False) -> dict[str, Any]:
+                    progress: bool = True, frames_too: bool = False, chunk_cache: Any = None) -> dict[str, Any]:
     """Rows of every ``frame_stride``-th frame of ``episodes`` ``[(kind, source file, episode)]`` for ``wrapper``
     (an :class:`~r2a.wrapper.policy.R2APolicy`: its retriever, conversion, fallback thresholds and holding rule);
-    a rollout with recorded gate rows gives those (``closed_loop``), and its frames too with ``frames_too``."""
+    a rollout with recorded gate rows gives those (``closed_loop``), and its frames too with ``frames_too``.
+    ``chunk_cache`` (a :class:`~training.retriever.queries.ChunkCache`) answers frames the base was already asked:
+    every DAgger round rebuilds the held-out rows on the same frames."""
     from r2a.retrieval.history import window_from_arrays
     from r2a.retrieval.synthesis import reference_chunk
     from r2a.wrapper.gate import GateInputs, holding_rule
@@ -82,7 +84,7 @@ def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, 
             if isinstance(ep.meta, dict) else ep.actions
         frames = np.arange(0, len(ep) - 1, frame_stride)
         asked = np.union1d(frames, frames[frames >= steps] - steps)  # each frame and the one a chunk earlier
-        chunks = dict(zip(asked.tolist(), base_chunks(base_policy, ep, asked, predict_batch)))
+        chunks = dict(zip(asked.tolist(), base_chunks(base_policy, ep, asked, predict_batch, chunk_cache)))
         prompt = episode_prompt(ep)
         camera = ep.images.get(layout.camera)
         for t in frames.tolist():

@@ -9,8 +9,10 @@ import shutil
 import numpy as np
 import pytest
 
+from demos.dataset import load_episodes
 from fit.config import FitConfig
 from r2a_core.errors import R2AInputError
+from training.retriever.queries import load_query_set
 
 pytest.importorskip("robosuite")
 
@@ -51,6 +53,11 @@ def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
         assert (out / part).exists(), part
     assert set(manifest["parts"]) == {"graph", "retriever", "gate", "image_stats.json", "harmonize_stats.json"}
     assert manifest["base"] == "builtin" and manifest["config"] == config.to_dict()
+    # the base was asked each held-out episode's frames once (by the retriever; the gate rounds read them back) and
+    # each DAgger rollout's once
+    queried = load_query_set(out / "work" / "runs" / "retriever" / "queries.npz").episode.max() + 1
+    rollouts = sum(len(load_episodes(f)) for f in (out / "work" / "dagger").rglob("*.hdf5"))
+    assert len(list((out / "work" / "base_chunks").iterdir())) == queried + rollouts
     gate = json.loads((out / "gate" / "manifest.json").read_text())
     assert max(gate["provenance"]["seeds"]) < 100_000  # training seeds only, DAgger round 1's among them
     moved = out.parent / "moved"  # the fitted directory works from anywhere: its paths are relative to r2a.yaml

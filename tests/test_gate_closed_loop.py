@@ -24,6 +24,7 @@ from r2a_core.errors import R2AInputError
 from r2a_core.types import OSC_POSE_DELTA, Episode
 from tests.test_r2a_wrapper import ScriptedBase, _obs
 from training.dagger import LearnerControl, attach_gate_recorder
+from training.retriever.queries import ChunkCache
 
 SEED = 67000  # a training seed
 
@@ -90,11 +91,18 @@ def test_recorded_rows_are_what_the_gate_read_and_become_closed_loop_gate_rows(g
     loaded = load_gate_data([path])
     assert loaded["arrays"]["scale"].shape == (3, 8) and loaded["meta"]["format_version"] == 2
 
+    asked = ChunkCache(tmp_path / "chunks", "scripted")
     both = build_gate_data([("dagger", "x.hdf5", episode)], policy, base_policy=policy.base, progress=False,
-                           frames_too=True)  # and every 2nd frame, the base asked again, the holding rule applied
-    kinds = np.array(both["meta"]["kind"])
+                           frames_too=True, chunk_cache=asked)  # and every 2nd frame: the base asked again,
+    kinds = np.array(both["meta"]["kind"])                      # the holding rule applied
     assert (kinds == "closed_loop").sum() == 3 and (kinds == "dagger").sum() == 10
     assert (both["arrays"]["scale"][kinds == "dagger"] == [0, 0, 0, 0, 1, 1, 1, 1]).all()
+    reply, policy.base.reply = policy.base.reply, {"actions": np.zeros((16, 7), np.float32)}
+    again = build_gate_data([("dagger", "x.hdf5", episode)], policy, base_policy=policy.base, progress=False,
+                            frames_too=True, chunk_cache=asked)  # the next DAgger round's rebuild of the same frames
+    policy.base.reply = reply  # (asked again, the base would have answered zeros: every row would have moved)
+    for name in ("base", "reference", "disagreement", "scale"):
+        np.testing.assert_array_equal(again["arrays"][name], both["arrays"][name])
 
     no_labels = Episode(**{**episode.__dict__, "label_chunks": None})
     with pytest.raises(R2AInputError, match="--lookahead"):

@@ -219,6 +219,37 @@ def test_a_stopped_query_build_resumes_at_the_file_it_was_on(graph, tmp_path):
         np.testing.assert_array_equal(getattr(resumed, name), getattr(whole, name))
 
 
+class CountingBase:
+    """A reset-able base whose chunk depends on what it sees (the gripper's position); it counts its queries."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    def reset(self) -> None:
+        pass
+
+    def infer(self, obs):
+        self.asked += 1
+        return {"actions": np.tile(np.append(obs["state/ee_pos"], [0, 0, 0, 1]).astype(np.float32), (16, 1))}
+
+
+def test_the_chunk_cache_answers_only_the_same_base_asked_the_same_frames(tmp_path):
+    from training.retriever.queries import ChunkCache, base_chunks
+
+    ep = make_episode(length=12, seed=0, size=16)
+    frames, base = np.arange(0, 11, 2), CountingBase()
+    cache = ChunkCache(tmp_path / "chunks", "openpi:ws://127.0.0.1:8010")
+    first = base_chunks(base, ep, frames, 64, cache)
+    assert base.asked == len(frames) and first.shape == (len(frames), 16, 7)
+    np.testing.assert_array_equal(base_chunks(base, ep, frames, 64, cache), first)
+    assert base.asked == len(frames)  # answered from the cache
+    base_chunks(base, ep, frames, 64, ChunkCache(tmp_path / "chunks", "openpi:ws://127.0.0.1:8011"))
+    base_chunks(base, ep, frames[:-1], 64, cache)  # another sequence of frames
+    ep.images["agentview"][4, 0, 0, 0] ^= 1  # one pixel of one asked frame
+    base_chunks(base, ep, frames, 64, cache)
+    assert base.asked == len(frames) * 4 - 1 and len(list((tmp_path / "chunks").iterdir())) == 4
+
+
 def test_parts_join_with_episodes_renumbered_and_conditions_in_first_seen_order():
     from training.retriever.queries import ARRAY_FIELDS, QuerySet, concat_query_sets
 

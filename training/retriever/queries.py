@@ -10,6 +10,7 @@ the query set stays small (a few kB per frame).
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,13 +83,55 @@ def condition_of(episode: Episode, file_attrs: dict[str, Any] | None = None) -> 
     return episode_condition(episode)
 
 
-def base_chunks(policy: Any, episode: Episode, frames: np.ndarray, batch: int) -> np.ndarray:
+def base_chunks(policy: Any, episode: Episode, frames: np.ndarray, batch: int,
+                cache: ChunkCache | None = None) -> np.ndarray:
     """The base policy's chunk on each recorded frame ``(len(frames), chunk, A)``.
 
     The built-in VLA predicts whole batches (``predict_batch``); any other policy is reset per episode and asked
-    frame by frame in order, as it would be during a rollout.
+    frame by frame in order, as it would be during a rollout. With ``cache``, a sequence of frames the same base was
+    already asked is answered from it.
     """
-    return chunks_of_observations(policy, [frame_observation(episode, int(t)) for t in frames], batch)
+    observations = [frame_observation(episode, int(t)) for t in frames]
+    if cache is None:
+        return chunks_of_observations(policy, observations, batch)
+    key = cache.key(observations)
+    chunks = cache.get(key)
+    if chunks is None:
+        chunks = chunks_of_observations(policy, observations, batch)
+        cache.put(key, chunks)
+    return chunks
+
+
+class ChunkCache:
+    """The base policy's chunks on recorded frames, on disk, keyed by the base spec as written and every observation
+    it was asked, in order (what a reset base answers depends on nothing else). The retriever's queries and every
+    round of gate rows ask the same held-out frames; with one cache a slow base is asked them once. A stochastic
+    base's cached answer is one draw, reused."""
+
+    def __init__(self, directory: str | Path, base: str) -> None:
+        self.directory, self.base = Path(directory), base
+
+    #: in every key: a change to what is stored bumps it, and an older cache then misses instead of being misread
+    VERSION = "r2a.base_chunks/1"
+
+    def key(self, observations: list[dict[str, Any]]) -> str:
+        digest = hashlib.sha256(f"{self.VERSION}|{self.base}".encode())
+        for obs in observations:
+            for name in sorted(obs):
+                value = np.asarray(obs[name])
+                digest.update(f"{name}|{value.dtype.str}|{value.shape}|".encode())
+                digest.update(value.tobytes() if value.dtype != object else repr(obs[name]).encode())
+        return digest.hexdigest()[:32]
+
+    def get(self, key: str) -> np.ndarray | None:
+        path = self.directory / f"{key}.npy"
+        return np.load(path, allow_pickle=False) if path.is_file() else None
+
+    def put(self, key: str, chunks: np.ndarray) -> None:
+        from r2a_core.files import atomic_path
+
+        with atomic_path(self.directory / f"{key}.npy") as tmp:
+            np.save(tmp, np.asarray(chunks), allow_pickle=False)
 
 
 def chunks_of_observations(policy: Any, observations: list[dict[str, Any]], batch: int = 64) -> np.ndarray:
@@ -134,11 +177,13 @@ class PartStore(Protocol):
 
 def build_query_set(sources: list[tuple[str, list[Episode]]], policy: Any, retriever: Any, response: ResponseModel,
                     layout: QueryLayout, executed_steps: int, frame_stride: int, predict_batch: int = 64,
-                    progress: bool = True, parts: PartStore | None = None) -> QuerySet:
+                    progress: bool = True, parts: PartStore | None = None,
+                    chunk_cache: ChunkCache | None = None) -> QuerySet:
     """Queries from every ``frame_stride``-th frame of every episode of ``sources`` ``[(path, episodes)]``.
 
     Built source by source; with ``parts``, a source already there is read back and every newly built one is
-    kept there. The result is the same either way (episodes numbered in order, conditions in first-seen order)."""
+    kept there. The result is the same either way (episodes numbered in order, conditions in first-seen order).
+    ``chunk_cache`` answers the frames the base was already asked (:class:`ChunkCache`)."""
     built: list[tuple[QuerySet | None, dict[str, Any]]] = []
     bar = tqdm(total=sum(len(eps) for _, eps in sources), desc="retriever queries", unit="ep", disable=not progress)
     for index, (path, episodes) in enumerate(sources):
@@ -148,7 +193,7 @@ def build_query_set(sources: list[tuple[str, list[Episode]]], policy: Any, retri
             built.append((part, part.sources[0]))
             continue
         part, record = source_queries(str(path), episodes, policy, retriever, response, layout, executed_steps,
-                                      frame_stride, predict_batch, bar)
+                                      frame_stride, predict_batch, bar, chunk_cache)
         if part is not None and parts is not None:
             parts.save(index, part)
         built.append((part, record))
@@ -161,7 +206,8 @@ def build_query_set(sources: list[tuple[str, list[Episode]]], policy: Any, retri
 
 def source_queries(path: str, episodes: list[Episode], policy: Any, retriever: Any, response: ResponseModel,
                    layout: QueryLayout, executed_steps: int, frame_stride: int, predict_batch: int = 64,
-                   bar: tqdm | None = None) -> tuple[QuerySet | None, dict[str, Any]]:
+                   bar: tqdm | None = None,
+                   chunk_cache: ChunkCache | None = None) -> tuple[QuerySet | None, dict[str, Any]]:
     """One source's queries (its episodes numbered from 0, its own condition list; None when no episode is usable:
     unsuccessful or shorter than 2 frames) and its provenance record."""
     rows: dict[str, list[Any]] = {k: [] for k in (*ARRAY_FIELDS, "prompt")}
@@ -176,7 +222,7 @@ def source_queries(path: str, episodes: list[Episode], policy: Any, retriever: A
         if condition not in conditions:
             conditions.append(condition)
         frames = np.arange(0, len(ep) - 1, frame_stride)
-        chunks = base_chunks(policy, ep, frames, predict_batch)
+        chunks = base_chunks(policy, ep, frames, predict_batch, chunk_cache)
         _episode_rows(rows, ep, frames, chunks, retriever, response, layout, executed_steps)
         rows["episode"].append(np.full(len(frames), kept))
         rows["condition"].append(np.full(len(frames), conditions.index(condition)))
@@ -264,6 +310,6 @@ def load_query_set(path: str | Path) -> QuerySet:
     return QuerySet(prompt=meta["prompts"], conditions=meta["conditions"], sources=meta["sources"], **arrays)
 
 
-__all__ = ["ARRAY_FIELDS", "CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION", "PartStore", "QuerySet", "base_chunks",
-           "build_query_set", "chunks_of_observations", "concat_query_sets", "condition_of", "frame_observation",
-           "load_query_set", "save_query_set", "source_queries"]
+__all__ = ["ARRAY_FIELDS", "CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION", "ChunkCache", "PartStore", "QuerySet",
+           "base_chunks", "build_query_set", "chunks_of_observations", "concat_query_sets", "condition_of",
+           "frame_observation", "load_query_set", "save_query_set", "source_queries"]

@@ -37,7 +37,7 @@ from r2a_core.files import write_json_atomic
 from r2a_core.provenance import legacy_source_sha256, sha256_path, source_digests
 from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
 from training.retriever.config import RetrieverTrainConfig
-from training.retriever.queries import QuerySet, build_query_set, load_query_set, save_query_set
+from training.retriever.queries import ChunkCache, QuerySet, build_query_set, load_query_set, save_query_set
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +47,11 @@ QUERY_PARTS = "queries.parts"
 
 
 def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_paths: list[str | Path],
-                    out: str | Path, progress: bool = True, wandb_mode: str | None = None) -> dict[str, Any]:
-    """Run the whole pipeline into ``out``; resumes from a checkpoint already there. Returns a summary."""
+                    out: str | Path, progress: bool = True, wandb_mode: str | None = None,
+                    chunk_cache: str | Path | None = None) -> dict[str, Any]:
+    """Run the whole pipeline into ``out``; resumes from a checkpoint already there. Returns a summary.
+    ``chunk_cache``: a directory of the base's chunks on recorded frames, shared with later steps that ask the same
+    frames (:class:`~training.retriever.queries.ChunkCache`; ``r2a fit`` gives one)."""
     timings: dict[str, float] = {}
     out = Path(out)
     torch.manual_seed(config.seed)
@@ -67,7 +70,7 @@ def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_pa
     timings["graph"] = time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    queries = _queries(config, graph, retriever, response, layout, demo_paths, out, progress)
+    queries = _queries(config, graph, retriever, response, layout, demo_paths, out, progress, chunk_cache)
     timings["queries"] = time.perf_counter() - t0
 
     train_rows, val_rows = split_by_episode(queries, config.holdout_every)
@@ -122,7 +125,8 @@ def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_pa
 # --------------------------------------------------------------------------------------------- queries
 
 def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response, layout: QueryLayout,
-             demo_paths: list[str | Path], out: Path, progress: bool) -> QuerySet:
+             demo_paths: list[str | Path], out: Path, progress: bool,
+             chunk_cache: str | Path | None = None) -> QuerySet:
     """The query set: from the cache in ``out`` when it was built from the same inputs, else built anew."""
     from demos.dataset import load_episodes
     from r2a.policies import make_policy
@@ -141,8 +145,9 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     policy = make_policy(config.base, None, config.seed)
     sources = [(str(p), load_episodes(p)) for p in demo_paths]
     parts = QueryParts(out / QUERY_PARTS, fingerprint)
+    asked = None if chunk_cache is None else ChunkCache(chunk_cache, config.base)
     queries = build_query_set(sources, policy, retriever, response, layout, config.executed_steps,
-                              config.frame_stride, config.predict_batch, progress, parts)
+                              config.frame_stride, config.predict_batch, progress, parts, asked)
     queries.sources = [{**queries.sources[0], "fingerprint": fingerprint}, *queries.sources[1:]]
     save_query_set(queries, cache)
     parts.clear()
