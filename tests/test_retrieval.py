@@ -138,13 +138,14 @@ def constant_chunk(obs):
     return np.tile(np.array([0.2, 0.0, -0.1, 0, 0, 0, -1], np.float32), (16, 1))
 
 
-def _held_out(tmp_path):
+def _held_out(tmp_path, other: int = 0):
+    """Held-out demos with images (``other`` > 0: another set of episodes, images and seeds)."""
     from demos.hdf5_io import write_hdf5
 
-    episodes = synthetic_episodes(600, seed=7, num_tasks=2, mean_length=80)
+    episodes = synthetic_episodes(600, seed=7 + other, num_tasks=2, mean_length=80)
     for i, ep in enumerate(episodes):
-        ep.images = make_episode(length=len(ep), seed=i, size=16).images
-        ep.meta["seed"] = 5000 + i
+        ep.images = make_episode(length=len(ep), seed=1000 * other + i, size=16).images
+        ep.meta["seed"] = 5000 + 100 * other + i
     return write_hdf5(tmp_path / "held_out.hdf5", episodes, env_args={"env_name": "synthetic"})
 
 
@@ -190,28 +191,28 @@ def counted_chunk(obs):
     return constant_chunk(obs)
 
 
-def test_a_stopped_query_build_resumes_at_the_file_it_was_on(graph, tmp_path):
+def test_a_stopped_query_build_resumes_at_the_episode_it_was_on(graph, tmp_path):
     from training.retriever.config import RetrieverTrainConfig
     from training.retriever.queries import load_query_set
-    from training.retriever.train import QUERY_CACHE, QUERY_PARTS, train_retriever
+    from training.retriever.train import BASE_CHUNKS, QUERY_CACHE, train_retriever
 
-    first, second = _held_out(tmp_path), _held_out(tmp_path / "second")
+    first, second = _held_out(tmp_path), _held_out(tmp_path / "second", other=1)
     config = RetrieverTrainConfig.from_yaml(None, ["base=callable:test_retrieval:counted_chunk", "hidden=16",
                                                    "layers=2", "batch_size=4", "steps=1", "frame_stride=8",
                                                    "retrieval.max_nodes=24"])
     BASE_CALLS.update(n=0, fail_after=None)
     train_retriever(config, graph.path, [first, second], tmp_path / "whole", progress=False)
     whole, queried = load_query_set(tmp_path / "whole" / QUERY_CACHE), BASE_CALLS["n"]
+    episodes = int(whole.episode.max()) + 1
+    assert not (tmp_path / "whole" / BASE_CHUNKS).exists()  # a private cache goes once the set is saved
 
     BASE_CALLS.update(n=0, fail_after=queried - 1)  # the server goes away on the very last frame
     with pytest.raises(ConnectionError):
         train_retriever(config, graph.path, [first, second], tmp_path / "stopped", progress=False)
-    kept = load_query_set(tmp_path / "stopped" / QUERY_PARTS / "0000.npz")  # the first file's queries survive
-    assert sorted(p.name for p in (tmp_path / "stopped" / QUERY_PARTS).iterdir()) == ["0000.npz"]
+    assert len(list((tmp_path / "stopped" / BASE_CHUNKS).iterdir())) == episodes - 1  # every episode but the last
     BASE_CALLS.update(n=0, fail_after=None)
     train_retriever(config, graph.path, [first, second], tmp_path / "stopped", progress=False)
-    assert 0 < BASE_CALLS["n"] == queried - len(kept)  # only the second file was asked again
-    assert not (tmp_path / "stopped" / QUERY_PARTS).exists()
+    assert BASE_CALLS["n"] == (whole.episode == episodes - 1).sum()  # only the last episode's frames asked again
     resumed = load_query_set(tmp_path / "stopped" / QUERY_CACHE)
     assert resumed.conditions == whole.conditions and resumed.prompt == whole.prompt
     assert resumed.sources == whole.sources and len(resumed.sources) == 2
@@ -248,26 +249,6 @@ def test_the_chunk_cache_answers_only_the_same_base_asked_the_same_frames(tmp_pa
     ep.images["agentview"][4, 0, 0, 0] ^= 1  # one pixel of one asked frame
     base_chunks(base, ep, frames, 64, cache)
     assert base.asked == len(frames) * 4 - 1 and len(list((tmp_path / "chunks").iterdir())) == 4
-
-
-def test_parts_join_with_episodes_renumbered_and_conditions_in_first_seen_order():
-    from training.retriever.queries import ARRAY_FIELDS, QuerySet, concat_query_sets
-
-    def part(episodes, conditions, condition, path):
-        rows = len(episodes)
-        arrays = {k: np.zeros((rows, 2), np.float32) for k in ARRAY_FIELDS}
-        arrays.update(episode=np.array(episodes), condition=np.array(condition))
-        record = {"path": path, "episodes": 3, "used": max(episodes) + 1, "seeds": []}
-        return QuerySet(prompt=[path] * rows, conditions=conditions, sources=[record], **arrays), record
-
-    a = part([0, 0, 1], ["camera:2"], [0, 0, 0], "a.hdf5")
-    b = part([0, 1, 1, 2], ["clean", "camera:2"], [0, 1, 1, 0], "c.hdf5")
-    joined = concat_query_sets([a, (None, {"path": "b.hdf5", "episodes": 2, "used": 0, "seeds": []}), b])
-    assert joined.conditions == ["camera:2", "clean"]
-    assert joined.episode.tolist() == [0, 0, 1, 2, 3, 3, 4] and joined.condition.tolist() == [0, 0, 0, 1, 0, 0, 1]
-    assert [r["path"] for r in joined.sources] == ["a.hdf5", "b.hdf5", "c.hdf5"] and len(joined.prompt) == 7
-    with pytest.raises(R2AInputError, match="no successful episodes"):
-        concat_query_sets([(None, {"path": "b.hdf5"})])
 
 
 def test_training_refuses_demos_that_are_in_the_graph(tmp_path):

@@ -14,7 +14,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 from tqdm import tqdm
@@ -166,98 +166,42 @@ def _prompt(episode: Episode) -> str:
     return episode.instruction
 
 
-class PartStore(Protocol):
-    """Where :func:`build_query_set` keeps each source's finished queries, so that a stopped build resumes at the
-    source it was on instead of querying the base policy again from the first frame."""
-
-    def load(self, index: int, path: str) -> QuerySet | None: ...
-
-    def save(self, index: int, part: QuerySet) -> None: ...
-
-
 def build_query_set(sources: list[tuple[str, list[Episode]]], policy: Any, retriever: Any, response: ResponseModel,
                     layout: QueryLayout, executed_steps: int, frame_stride: int, predict_batch: int = 64,
-                    progress: bool = True, parts: PartStore | None = None,
-                    chunk_cache: ChunkCache | None = None) -> QuerySet:
-    """Queries from every ``frame_stride``-th frame of every episode of ``sources`` ``[(path, episodes)]``.
-
-    Built source by source; with ``parts``, a source already there is read back and every newly built one is
-    kept there. The result is the same either way (episodes numbered in order, conditions in first-seen order).
-    ``chunk_cache`` answers the frames the base was already asked (:class:`ChunkCache`)."""
-    built: list[tuple[QuerySet | None, dict[str, Any]]] = []
-    bar = tqdm(total=sum(len(eps) for _, eps in sources), desc="retriever queries", unit="ep", disable=not progress)
-    for index, (path, episodes) in enumerate(sources):
-        part = parts.load(index, str(path)) if parts is not None else None
-        if part is not None:
-            bar.update(len(episodes))
-            built.append((part, part.sources[0]))
-            continue
-        part, record = source_queries(str(path), episodes, policy, retriever, response, layout, executed_steps,
-                                      frame_stride, predict_batch, bar, chunk_cache)
-        if part is not None and parts is not None:
-            parts.save(index, part)
-        built.append((part, record))
-    bar.close()
-    queries = concat_query_sets(built)
-    log.info("%d queries from %d episodes (%s)", len(queries), int(queries.episode.max()) + 1,
-             ", ".join(queries.conditions))
-    return queries
-
-
-def source_queries(path: str, episodes: list[Episode], policy: Any, retriever: Any, response: ResponseModel,
-                   layout: QueryLayout, executed_steps: int, frame_stride: int, predict_batch: int = 64,
-                   bar: tqdm | None = None,
-                   chunk_cache: ChunkCache | None = None) -> tuple[QuerySet | None, dict[str, Any]]:
-    """One source's queries (its episodes numbered from 0, its own condition list; None when no episode is usable:
-    unsuccessful or shorter than 2 frames) and its provenance record."""
+                    progress: bool = True, chunk_cache: ChunkCache | None = None) -> QuerySet:
+    """Queries from every ``frame_stride``-th frame of every episode of ``sources`` ``[(path, episodes)]``;
+    ``chunk_cache`` answers the frames the base was already asked (a stopped build resumes at its episode)."""
     rows: dict[str, list[Any]] = {k: [] for k in (*ARRAY_FIELDS, "prompt")}
     conditions: list[str] = []
-    kept, seeds = 0, []
-    for ep in episodes:
-        if bar is not None:
+    records, number = [], 0
+    total = sum(len(eps) for _, eps in sources)
+    bar = tqdm(total=total, desc="retriever queries", unit="ep", disable=not progress)
+    for path, episodes in sources:
+        kept, seeds = 0, []
+        for ep in episodes:
             bar.update(1)
-        if len(ep) < 2 or not ep.success:
-            continue
-        condition = condition_of(ep)
-        if condition not in conditions:
-            conditions.append(condition)
-        frames = np.arange(0, len(ep) - 1, frame_stride)
-        chunks = base_chunks(policy, ep, frames, predict_batch, chunk_cache)
-        _episode_rows(rows, ep, frames, chunks, retriever, response, layout, executed_steps)
-        rows["episode"].append(np.full(len(frames), kept))
-        rows["condition"].append(np.full(len(frames), conditions.index(condition)))
-        kept += 1
-        if isinstance(ep.meta, dict) and isinstance(ep.meta.get("seed"), int):
-            seeds.append(int(ep.meta["seed"]))
-    record = {"path": path, "episodes": len(episodes), "used": kept, "seeds": seeds}
-    if kept == 0:
-        return None, record
-    cat = {k: (v if k == "prompt" else np.concatenate(v)) for k, v in rows.items()}
-    return QuerySet(conditions=conditions, sources=[record], **cat), record
-
-
-def concat_query_sets(parts: list[tuple[QuerySet | None, dict[str, Any]]]) -> QuerySet:
-    """One query set from per-source parts ``[(queries or None, record)]`` in order: episodes renumbered after the
-    sources before, each part's condition indices mapped into the first-seen order over all parts."""
-    conditions: list[str] = []
-    pieces, prompts, number = [], [], 0
-    for part, _ in parts:
-        if part is None:
-            continue
-        for condition in part.conditions:
+            if len(ep) < 2 or not ep.success:
+                continue
+            condition = condition_of(ep)
             if condition not in conditions:
                 conditions.append(condition)
-        mapping = np.array([conditions.index(c) for c in part.conditions])
-        arrays = {k: getattr(part, k) for k in ARRAY_FIELDS}
-        arrays["episode"] = part.episode + number
-        arrays["condition"] = mapping[part.condition]
-        pieces.append(arrays)
-        prompts.extend(part.prompt)
-        number += int(part.episode.max()) + 1
-    if not pieces:
+            frames = np.arange(0, len(ep) - 1, frame_stride)
+            chunks = base_chunks(policy, ep, frames, predict_batch, chunk_cache)
+            _episode_rows(rows, ep, frames, chunks, retriever, response, layout, executed_steps)
+            n = len(frames)
+            rows["episode"].append(np.full(n, number))
+            rows["condition"].append(np.full(n, conditions.index(condition)))
+            number += 1
+            kept += 1
+            if isinstance(ep.meta, dict) and isinstance(ep.meta.get("seed"), int):
+                seeds.append(int(ep.meta["seed"]))
+        records.append({"path": str(path), "episodes": len(episodes), "used": kept, "seeds": seeds})
+    bar.close()
+    if number == 0:
         raise R2AInputError("no successful episodes with at least 2 frames in the held-out demos")
-    cat = {k: np.concatenate([p[k] for p in pieces]) for k in ARRAY_FIELDS}
-    return QuerySet(prompt=prompts, conditions=conditions, sources=[record for _, record in parts], **cat)
+    cat = {k: (v if k == "prompt" else np.concatenate(v)) for k, v in rows.items()}
+    log.info("%d queries from %d episodes (%s)", len(cat["query"]), number, ", ".join(conditions))
+    return QuerySet(conditions=conditions, sources=records, **cat)
 
 
 def _episode_rows(rows: dict[str, list[Any]], ep: Episode, frames: np.ndarray, chunks: np.ndarray, retriever: Any,
@@ -310,6 +254,6 @@ def load_query_set(path: str | Path) -> QuerySet:
     return QuerySet(prompt=meta["prompts"], conditions=meta["conditions"], sources=meta["sources"], **arrays)
 
 
-__all__ = ["ARRAY_FIELDS", "CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION", "ChunkCache", "PartStore", "QuerySet",
-           "base_chunks", "build_query_set", "chunks_of_observations", "concat_query_sets", "condition_of",
-           "frame_observation", "load_query_set", "save_query_set", "source_queries"]
+__all__ = ["ARRAY_FIELDS", "CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION", "ChunkCache", "QuerySet", "base_chunks",
+           "build_query_set", "chunks_of_observations", "condition_of", "frame_observation", "load_query_set",
+           "save_query_set"]

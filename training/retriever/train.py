@@ -42,8 +42,8 @@ from training.retriever.queries import ChunkCache, QuerySet, build_query_set, lo
 log = logging.getLogger(__name__)
 
 QUERY_CACHE = "queries.npz"
-#: the finished sources of a query set still being built (see :class:`QueryParts`)
-QUERY_PARTS = "queries.parts"
+#: the base's chunks while the query set is built, when no shared cache is given (removed once the set is saved)
+BASE_CHUNKS = "base_chunks"
 
 
 def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_paths: list[str | Path],
@@ -144,45 +144,15 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     _refuse_graph_demos(graph, demo_paths)
     policy = make_policy(config.base, None, config.seed)
     sources = [(str(p), load_episodes(p)) for p in demo_paths]
-    parts = QueryParts(out / QUERY_PARTS, fingerprint)
-    asked = None if chunk_cache is None else ChunkCache(chunk_cache, config.base)
+    own = chunk_cache is None  # without a shared cache, a private one: a stopped build resumes at its episode
+    asked = ChunkCache(out / BASE_CHUNKS if own else chunk_cache, config.base)
     queries = build_query_set(sources, policy, retriever, response, layout, config.executed_steps,
-                              config.frame_stride, config.predict_batch, progress, parts, asked)
+                              config.frame_stride, config.predict_batch, progress, asked)
     queries.sources = [{**queries.sources[0], "fingerprint": fingerprint}, *queries.sources[1:]]
     save_query_set(queries, cache)
-    parts.clear()
+    if own:
+        shutil.rmtree(asked.directory)
     return queries
-
-
-class QueryParts:
-    """The query set's finished sources while it is built (``out/queries.parts/``), so that a stopped build —
-    hundreds of base-policy queries per held-out file — resumes at the file it was on. A part counts only when it
-    was made from the same inputs (the cache's fingerprint) for the same file; the directory goes once the whole
-    set is saved."""
-
-    def __init__(self, directory: Path, fingerprint: str) -> None:
-        self.directory, self.fingerprint = directory, fingerprint
-
-    def _file(self, index: int) -> Path:
-        return self.directory / f"{index:04d}.npz"
-
-    def load(self, index: int, path: str) -> QuerySet | None:
-        file = self._file(index)
-        if not file.is_file():
-            return None
-        part = load_query_set(file)
-        record = dict(part.sources[0]) if part.sources else {}
-        if record.pop("part_of", None) != self.fingerprint or record.get("path") != path:
-            return None
-        part.sources = [record]
-        return part
-
-    def save(self, index: int, part: QuerySet) -> None:
-        save_query_set(replace(part, sources=[{**part.sources[0], "part_of": self.fingerprint}]), self._file(index))
-
-    def clear(self) -> None:
-        if self.directory.is_dir():
-            shutil.rmtree(self.directory)
 
 
 def _inputs_fingerprint(config: RetrieverTrainConfig, graph, source_digests: list[str]) -> str:
