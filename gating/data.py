@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 from tqdm import tqdm
@@ -35,6 +35,9 @@ from tqdm import tqdm
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_path
 from r2a_core.types import Episode, image_key
+
+if TYPE_CHECKING:
+    from training.retriever.queries import ChunkCache
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +50,8 @@ ARRAYS = ("base", "reference", "expert", "retrieval", "ee_pos", "gripper", "step
 
 def build_gate_data(episodes: Sequence[tuple[str, str, Episode]], wrapper: Any, base_policy: Any,
                     image_scorer: Any = None, frame_stride: int = 2, predict_batch: int = 64,
-                    progress: bool = True, frames_too: bool = False, chunk_cache: Any = None) -> dict[str, Any]:
+                    progress: bool = True, frames_too: bool = False,
+                    chunk_cache: ChunkCache | None = None) -> dict[str, Any]:
     """Rows of every ``frame_stride``-th frame of ``episodes`` ``[(kind, source file, episode)]`` for ``wrapper``
     (an :class:`~r2a.wrapper.policy.R2APolicy`: its retriever, conversion, fallback thresholds and holding rule);
     a rollout with recorded gate rows gives those (``closed_loop``), and its frames too with ``frames_too``.

@@ -108,11 +108,11 @@ class ChunkCache:
     round of gate rows ask the same held-out frames; with one cache a slow base is asked them once. A stochastic
     base's cached answer is one draw, reused."""
 
-    def __init__(self, directory: str | Path, base: str) -> None:
-        self.directory, self.base = Path(directory), base
-
     #: in every key: a change to what is stored bumps it, and an older cache then misses instead of being misread
     VERSION = "r2a.base_chunks/1"
+
+    def __init__(self, directory: str | Path, base: str) -> None:
+        self.directory, self.base = Path(directory), base
 
     def key(self, observations: list[dict[str, Any]]) -> str:
         digest = hashlib.sha256(f"{self.VERSION}|{self.base}".encode())
