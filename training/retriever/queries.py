@@ -40,6 +40,9 @@ log = logging.getLogger(__name__)
 CLEAN_CONDITION = "clean"
 #: the query cache's format name and version (in its ``meta``)
 FORMAT, FORMAT_VERSION = "r2a.retriever.queries", 1
+#: the base-chunk cache's format (in every key: a change to what is stored bumps it, and an older cache misses
+#: instead of being misread)
+CHUNKS_FORMAT, CHUNKS_FORMAT_VERSION = "r2a.base_chunks", 1
 #: the per-row arrays of a :class:`QuerySet` (everything but the prompts), in the order they are stored
 ARRAY_FIELDS = ("query", "implied", "now_pos", "now_quat", "now_gripper", "phase", "step", "future_dpos",
                 "future_gripper", "expert_actions", "base_chunk", "progress", "episode", "condition")
@@ -108,14 +111,11 @@ class ChunkCache:
     round of gate rows ask the same held-out frames; with one cache a slow base is asked them once. A stochastic
     base's cached answer is one draw, reused."""
 
-    #: in every key: a change to what is stored bumps it, and an older cache then misses instead of being misread
-    VERSION = "r2a.base_chunks/1"
-
     def __init__(self, directory: str | Path, base: str) -> None:
         self.directory, self.base = Path(directory), base
 
     def key(self, observations: list[dict[str, Any]]) -> str:
-        digest = hashlib.sha256(f"{self.VERSION}|{self.base}".encode())
+        digest = hashlib.sha256(f"{CHUNKS_FORMAT}/{CHUNKS_FORMAT_VERSION}|{self.base}".encode())
         for obs in observations:
             for name in sorted(obs):
                 value = np.asarray(obs[name])
@@ -254,6 +254,6 @@ def load_query_set(path: str | Path) -> QuerySet:
     return QuerySet(prompt=meta["prompts"], conditions=meta["conditions"], sources=meta["sources"], **arrays)
 
 
-__all__ = ["ARRAY_FIELDS", "CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION", "ChunkCache", "QuerySet", "base_chunks",
-           "build_query_set", "chunks_of_observations", "condition_of", "frame_observation", "load_query_set",
-           "save_query_set"]
+__all__ = ["ARRAY_FIELDS", "CHUNKS_FORMAT", "CHUNKS_FORMAT_VERSION", "CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION",
+           "ChunkCache", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations", "condition_of",
+           "frame_observation", "load_query_set", "save_query_set"]
