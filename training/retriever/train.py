@@ -150,7 +150,7 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
                               config.frame_stride, config.predict_batch, progress, asked)
     queries.sources = [{**queries.sources[0], "fingerprint": fingerprint}, *queries.sources[1:]]
     save_query_set(queries, cache)
-    if own:
+    if own and asked.directory.is_dir():
         shutil.rmtree(asked.directory)
     return queries
 
