@@ -30,7 +30,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from tqdm import tqdm
 
@@ -46,6 +46,9 @@ from r2a_core.files import (
 )
 from sim.envs.tasks import task_file_stem
 
+if TYPE_CHECKING:
+    from training.retriever.queries import ChunkCache
+
 log = logging.getLogger(__name__)
 
 FIT_FORMAT, FIT_VERSION = "r2a.fit", 1
@@ -55,8 +58,6 @@ GRAPH, RETRIEVER, GATE = "graph", "retriever", "gate"
 IMAGE_STATS, HARMONIZE_STATS = "image_stats.json", "harmonize_stats.json"
 #: work files (demonstrations, re-renders, rollouts, training runs): not needed to run the fitted R2A
 WORK = "work"
-#: the base's chunks on the held-out frames, inside WORK: the retriever asks them once, every gate round reuses them
-BASE_CHUNKS = "base_chunks"
 #: the files of a finished training run that a checkpoint consists of
 CHECKPOINT_FILES = ("manifest.json", "model.safetensors", "train_summary.json")
 #: what the trainers write once their last step is done (a run without it resumes)
@@ -192,7 +193,7 @@ class Fitting:
                                                      f"steps={self.config.retriever_steps}"])
             run = self.work / "runs" / "retriever"
             train_retriever(config, self.out / GRAPH, [str(p) for p in self.query_files()], run,
-                            progress=self.progress, chunk_cache=self.work / BASE_CHUNKS)
+                            progress=self.progress, chunk_cache=self._chunk_cache())
             _ship(run, final)
         return [final]
 
@@ -311,15 +312,21 @@ class Fitting:
         from r2a_core.provenance import sha256_path
         from r2a_core.visual_ood import load_image_stats
         from training.retriever.offline import build_offline
-        from training.retriever.queries import ChunkCache
 
         _, base, wrapper, episodes = build_offline(self.fitting_config(), [], [str(p) for p in self.query_files()],
                                                    [str(p) for p in dagger])
         stats = self.out / IMAGE_STATS
         data = build_gate_data(episodes, wrapper, base, load_image_stats(stats), progress=self.progress,
-                               chunk_cache=ChunkCache(self.work / BASE_CHUNKS, self.config.base))
+                               chunk_cache=self._chunk_cache())
         data["meta"]["image_stats"] = {"path": str(stats), "sha256": sha256_path(stats)}
         save_gate_data(data, rows)
+
+    def _chunk_cache(self) -> ChunkCache:
+        """The base's chunks on the frames it was asked (``WORK/base_chunks``): the retriever asks each held-out frame
+        once, every gate round reads the answers back."""
+        from training.retriever.queries import CHUNK_CACHE_DIR, ChunkCache
+
+        return ChunkCache(self.work / CHUNK_CACHE_DIR, self.config.base)
 
     def _dagger_round(self, k: int, gate: Path) -> list[Path]:
         c = self.config

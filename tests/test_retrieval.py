@@ -193,8 +193,8 @@ def counted_chunk(obs):
 
 def test_a_stopped_query_build_resumes_at_the_episode_it_was_on(graph, tmp_path):
     from training.retriever.config import RetrieverTrainConfig
-    from training.retriever.queries import load_query_set
-    from training.retriever.train import BASE_CHUNKS, QUERY_CACHE, train_retriever
+    from training.retriever.queries import CHUNK_CACHE_DIR, load_query_set
+    from training.retriever.train import QUERY_CACHE, train_retriever
 
     first, second = _held_out(tmp_path), _held_out(tmp_path / "second", other=1)
     config = RetrieverTrainConfig.from_yaml(None, ["base=callable:test_retrieval:counted_chunk", "hidden=16",
@@ -204,12 +204,12 @@ def test_a_stopped_query_build_resumes_at_the_episode_it_was_on(graph, tmp_path)
     train_retriever(config, graph.path, [first, second], tmp_path / "whole", progress=False)
     whole, queried = load_query_set(tmp_path / "whole" / QUERY_CACHE), BASE_CALLS["n"]
     episodes = int(whole.episode.max()) + 1
-    assert not (tmp_path / "whole" / BASE_CHUNKS).exists()  # a private cache goes once the set is saved
+    assert not (tmp_path / "whole" / CHUNK_CACHE_DIR).exists()  # a private cache goes once the set is saved
 
     BASE_CALLS.update(n=0, fail_after=queried - 1)  # the server goes away on the very last frame
     with pytest.raises(ConnectionError):
         train_retriever(config, graph.path, [first, second], tmp_path / "stopped", progress=False)
-    assert len(list((tmp_path / "stopped" / BASE_CHUNKS).iterdir())) == episodes - 1  # every episode but the last
+    assert len(list((tmp_path / "stopped" / CHUNK_CACHE_DIR).iterdir())) == episodes - 1  # every episode but the last
     BASE_CALLS.update(n=0, fail_after=None)
     train_retriever(config, graph.path, [first, second], tmp_path / "stopped", progress=False)
     assert BASE_CALLS["n"] == (whole.episode == episodes - 1).sum()  # only the last episode's frames asked again

@@ -43,6 +43,8 @@ FORMAT, FORMAT_VERSION = "r2a.retriever.queries", 1
 #: the base-chunk cache's format (in every key: a change to what is stored bumps it, and an older cache misses
 #: instead of being misread)
 CHUNKS_FORMAT, CHUNKS_FORMAT_VERSION = "r2a.base_chunks", 1
+#: the directory name of a base-chunk cache (``r2a fit``'s in its work directory; a retriever training's own)
+CHUNK_CACHE_DIR = "base_chunks"
 #: the per-row arrays of a :class:`QuerySet` (everything but the prompts), in the order they are stored
 ARRAY_FIELDS = ("query", "implied", "now_pos", "now_quat", "now_gripper", "phase", "step", "future_dpos",
                 "future_gripper", "expert_actions", "base_chunk", "progress", "episode", "condition")
@@ -254,6 +256,6 @@ def load_query_set(path: str | Path) -> QuerySet:
     return QuerySet(prompt=meta["prompts"], conditions=meta["conditions"], sources=meta["sources"], **arrays)
 
 
-__all__ = ["ARRAY_FIELDS", "CHUNKS_FORMAT", "CHUNKS_FORMAT_VERSION", "CLEAN_CONDITION", "FORMAT", "FORMAT_VERSION",
-           "ChunkCache", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations", "condition_of",
-           "frame_observation", "load_query_set", "save_query_set"]
+__all__ = ["ARRAY_FIELDS", "CHUNKS_FORMAT", "CHUNKS_FORMAT_VERSION", "CHUNK_CACHE_DIR", "CLEAN_CONDITION", "FORMAT",
+           "FORMAT_VERSION", "ChunkCache", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations",
+           "condition_of", "frame_observation", "load_query_set", "save_query_set"]

@@ -37,21 +37,26 @@ from r2a_core.files import write_json_atomic
 from r2a_core.provenance import legacy_source_sha256, sha256_path, source_digests
 from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
 from training.retriever.config import RetrieverTrainConfig
-from training.retriever.queries import ChunkCache, QuerySet, build_query_set, load_query_set, save_query_set
+from training.retriever.queries import (
+    CHUNK_CACHE_DIR,
+    ChunkCache,
+    QuerySet,
+    build_query_set,
+    load_query_set,
+    save_query_set,
+)
 
 log = logging.getLogger(__name__)
 
 QUERY_CACHE = "queries.npz"
-#: the base's chunks while the query set is built, when no shared cache is given (removed once the set is saved)
-BASE_CHUNKS = "base_chunks"
 
 
 def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_paths: list[str | Path],
                     out: str | Path, progress: bool = True, wandb_mode: str | None = None,
-                    chunk_cache: str | Path | None = None) -> dict[str, Any]:
+                    chunk_cache: ChunkCache | None = None) -> dict[str, Any]:
     """Run the whole pipeline into ``out``; resumes from a checkpoint already there. Returns a summary.
-    ``chunk_cache``: a directory of the base's chunks on recorded frames, shared with later steps that ask the same
-    frames (:class:`~training.retriever.queries.ChunkCache`; ``r2a fit`` gives one)."""
+    ``chunk_cache``: the base's chunks on recorded frames, shared with later steps that ask the same frames
+    (``r2a fit`` gives one); without it a private one in ``out``, removed once the query set is saved."""
     timings: dict[str, float] = {}
     out = Path(out)
     torch.manual_seed(config.seed)
@@ -126,7 +131,7 @@ def train_retriever(config: RetrieverTrainConfig, graph_dir: str | Path, demo_pa
 
 def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response, layout: QueryLayout,
              demo_paths: list[str | Path], out: Path, progress: bool,
-             chunk_cache: str | Path | None = None) -> QuerySet:
+             chunk_cache: ChunkCache | None = None) -> QuerySet:
     """The query set: from the cache in ``out`` when it was built from the same inputs, else built anew."""
     from demos.dataset import load_episodes
     from r2a.policies import make_policy
@@ -145,7 +150,7 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     policy = make_policy(config.base, None, config.seed)
     sources = [(str(p), load_episodes(p)) for p in demo_paths]
     own = chunk_cache is None  # without a shared cache, a private one: a stopped build resumes at its episode
-    asked = ChunkCache(out / BASE_CHUNKS if own else chunk_cache, config.base)
+    asked = ChunkCache(out / CHUNK_CACHE_DIR, config.base) if own else chunk_cache
     queries = build_query_set(sources, policy, retriever, response, layout, config.executed_steps,
                               config.frame_stride, config.predict_batch, progress, asked)
     queries.sources = [{**queries.sources[0], "fingerprint": fingerprint}, *queries.sources[1:]]
