@@ -134,11 +134,12 @@ class FitConfig(TypedConfig):
                 raise R2AInputError(f"{field_name} {factors}: the detectors are fitted against a photometric shift; "
                                     f"include one of {', '.join(PHOTOMETRIC_FACTORS)}")
 
-    def check_parts(self) -> None:
+    def check_parts(self) -> dict[str, dict[str, str]]:
         """What :meth:`validate` cannot see from the fields alone, checked before a fit runs (not hours into it):
         every task can be simulated here (LIBERO's need the extra), every shift is a factor and level the simulator
         knows, the gate's training split admits them, the base builds (a server answers), and the retriever, gate and
-        R2A configs load with this fit's settings."""
+        R2A configs load with this fit's settings. Returns the files the base declares it loaded (role → path and
+        sha256; a server announces its checkpoint's), which the fit records and holds a resume to."""
         from gating.config import GateTrainConfig
         from r2a.wrapper.build import load_r2a_config
         from sim.envs.libero_env import libero_assets_dir
@@ -160,9 +161,10 @@ class FitConfig(TypedConfig):
         if outside:
             raise R2AInputError(f"{outside}: not in the gate's training split {gate.training_shifts} "
                                 f"({self.gate_config}); the gate refuses data of other shifts")
-        self._check_base()
+        artifacts = self._check_base()
         RetrieverTrainConfig.from_yaml(self.retriever_config, [f"base={self.base}", f"steps={self.retriever_steps}"])
         load_r2a_config(self.r2a_config, [f"base={self.base}", *self.deploy])
+        return artifacts
 
     def deployed_r2a_config(self, *, graph: str, retriever: str, gate: str, gate_image_stats: str,
                             harmonize_stats: str) -> R2AConfig:
@@ -176,10 +178,11 @@ class FitConfig(TypedConfig):
             f"gate.checkpoint={gate}", f"gate.image_stats={gate_image_stats}",
             f"harmonize.image_stats={harmonize_stats}", *self.deploy])
 
-    def _check_base(self) -> None:
+    def _check_base(self) -> dict[str, dict[str, str]]:
         """Build the base once: a wrong spec, a missing checkpoint or a server that does not answer fails now (the
-        retriever step, an hour or more into the fit, is the first to query it)."""
+        retriever step, an hour or more into the fit, is the first to query it). Returns what it loaded."""
         from r2a.policies.registry import make_policy
+        from r2a_core.provenance import policy_artifacts
 
         try:
             policy = make_policy(self.base, sim=None, seed=0)
@@ -188,9 +191,11 @@ class FitConfig(TypedConfig):
         except Exception as err:  # a refused connection, a server error: say which base and what to do
             raise R2AInputError(f"base {self.base}: cannot be built ({type(err).__name__}: {err}); if it is a "
                                 "server, start it first and keep it up for the whole fit") from err
+        artifacts = policy_artifacts(policy)
         close = getattr(policy, "close", None)
         if callable(close):
             close()
+        return artifacts
 
     def result_fields(self) -> dict:
         """The config without the fields that change only how fast it runs (what a resumed fit must keep)."""

@@ -71,11 +71,11 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | 
     if until is not None and until not in STEPS:
         raise R2AInputError(f"until={until!r}: expected one of {', '.join(STEPS)}")
     out = Path(out)
-    config.check_parts()
+    base_artifacts = config.check_parts()
     out.mkdir(parents=True, exist_ok=True)
-    manifest = _start_manifest(config, out)
+    manifest = _start_manifest(config, out, base_artifacts)
     write_json_atomic(out / MANIFEST, manifest)  # before any step: a fit stopped in its first step resumes too
-    fitting = Fitting(config, out, progress)
+    fitting = Fitting(config, out, progress, base_artifacts)
     stages: dict[str, Callable[[], list[Path]]] = {
         "graph": fitting.graph, "heldout": fitting.heldout, "retriever": fitting.retriever,
         "statistics": fitting.statistics, "gate": fitting.gate, "config": fitting.write_config}
@@ -95,21 +95,30 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | 
     return manifest
 
 
-def _start_manifest(config: FitConfig, out: Path) -> dict[str, Any]:
-    """The manifest of a new fit, or of the fit ``out`` holds — which must have been started with this config."""
+def _start_manifest(config: FitConfig, out: Path, base_artifacts: dict[str, dict[str, str]] | None = None
+                    ) -> dict[str, Any]:
+    """The manifest of a new fit, or of the fit ``out`` holds — which must have been started with this config and,
+    once a step has asked the base, the same base: the same spec loading the same files (``base_artifacts``, what
+    the base declares it loaded; another checkpoint served at the same address is another base)."""
     path = out / MANIFEST
+    base_artifacts = base_artifacts or {}
     if path.exists():
         manifest = read_manifest_json(out, MANIFEST, FIT_FORMAT, "version", (FIT_VERSION,), "an r2a fit directory")
         before = {k: v for k, v in manifest.get("config", {}).items() if k in config.result_fields()}
         changed = sorted(k for k, v in config.result_fields().items() if before.get(k) != v)
+        if "base" not in changed and not _same_files(manifest.get("base_artifacts"), base_artifacts):
+            changed = sorted([*changed, "base"])
+            log.info("%s: base %s now loads other files (%s) than when the fit started (%s)", out, config.base,
+                     _shown(base_artifacts), _shown(manifest.get("base_artifacts") or {}))
         done = set(manifest.get("steps", {}))
         refused = [k for k in changed if k not in FIRST_READ_BY
                    or done & set(STEPS[STEPS.index(FIRST_READ_BY[k]):])]
         if refused:
             later = ", ".join(f"{k} (until {FIRST_READ_BY[k]} runs)" for k in sorted(FIRST_READ_BY))
-            raise R2AInputError(f"{out}: holds a fit started with another config (differs in {', '.join(refused)}); "
-                                "resume it with the same config or give a new --out (only fields a step that has "
-                                f"not run yet reads may change: {later})")
+            raise R2AInputError(f"{out}: holds a fit started with another config (differs in {', '.join(refused)}"
+                                f"{BASE_FILES_HINT if 'base' in refused else ''}); resume it with the same config "
+                                "or give a new --out (only fields a step that has not run yet reads may change: "
+                                f"{later})")
         if changed:
             log.info("%s: resumed with %s changed (read only by steps still to run)", out, ", ".join(changed))
         if "base" in changed:
@@ -117,13 +126,29 @@ def _start_manifest(config: FitConfig, out: Path) -> dict[str, Any]:
                      manifest.get("base"), config.base)
             manifest.setdefault("data_made_for_base", manifest.get("base"))
         manifest["config"], manifest["base"] = config.to_dict(), config.base  # workers and threads may differ too
+        manifest["base_artifacts"] = base_artifacts
         return manifest
     if any(out.iterdir()):
         raise R2AInputError(f"{out}: exists and holds no {MANIFEST}; give an empty or new --out")
     from r2a_core.provenance import collect_provenance
 
-    return {"format": FIT_FORMAT, "version": FIT_VERSION, "base": config.base, "config": config.to_dict(),
-            "provenance": collect_provenance(), "steps": {}}
+    return {"format": FIT_FORMAT, "version": FIT_VERSION, "base": config.base, "base_artifacts": base_artifacts,
+            "config": config.to_dict(), "provenance": collect_provenance(), "steps": {}}
+
+
+#: said when a resumed fit's base spec is the same but the files behind it are not
+BASE_FILES_HINT = " (its spec, or the files it loads: a server restarted with another checkpoint is another base)"
+
+
+def _same_files(recorded: dict[str, dict[str, str]] | None, now: dict[str, dict[str, str]]) -> bool:
+    """Whether the base loads what the fit recorded (role → sha256); a manifest from before the record says nothing."""
+    if recorded is None:
+        return True
+    return {r: e.get("sha256") for r, e in recorded.items()} == {r: e.get("sha256") for r, e in now.items()}
+
+
+def _shown(artifacts: dict[str, dict[str, str]]) -> str:
+    return ", ".join(f"{role} {str(e.get('sha256'))[:12]}" for role, e in sorted(artifacts.items())) or "none"
 
 
 def _digests(paths: Iterable[Path], relative_to: Path | None = None) -> dict[str, str]:
@@ -142,8 +167,10 @@ def task_file(task: str, suffix: str = "") -> str:
 class Fitting:
     """The steps of one fit (each returns what it made; an output that exists is kept)."""
 
-    def __init__(self, config: FitConfig, out: Path, progress: bool) -> None:
+    def __init__(self, config: FitConfig, out: Path, progress: bool,
+                 base_artifacts: dict[str, dict[str, str]] | None = None) -> None:
         self.config, self.out, self.progress = config, out, progress
+        self.base_artifacts = base_artifacts or {}
         self.work = out / WORK
         self.demos = self.work / "demos"
 
@@ -324,9 +351,9 @@ class Fitting:
     def _chunk_cache(self) -> ChunkCache:
         """The base's chunks on the frames it was asked (``WORK/base_chunks``): the retriever asks each held-out frame
         once, every gate round reads the answers back."""
-        from training.retriever.queries import CHUNK_CACHE_DIR, ChunkCache
+        from training.retriever.queries import CHUNK_CACHE_DIR, ChunkCache, base_identity
 
-        return ChunkCache(self.work / CHUNK_CACHE_DIR, self.config.base)
+        return ChunkCache(self.work / CHUNK_CACHE_DIR, base_identity(self.config.base, self.base_artifacts))
 
     def _dagger_round(self, k: int, gate: Path) -> list[Path]:
         c = self.config

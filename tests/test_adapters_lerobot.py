@@ -14,6 +14,7 @@ from r2a.adapters.guard import GuardedPolicy
 from r2a.adapters.lerobot_policy import LeRobotPolicy, default_lerobot_keymap, to_lerobot_batch
 from r2a.policies import make_policy
 from r2a_core.errors import R2AInputError
+from r2a_core.provenance import artifact
 from r2a_core.types import OSC_POSE_DELTA
 
 LIBERO_CONFIG = {
@@ -130,6 +131,7 @@ def test_a_chunk_policy_executes_its_checkpoints_n_action_steps(fake_lerobot, tm
     policy = LeRobotPolicy(tmp_path)
     assert policy.n_action_steps == 8 and policy.metadata["n_action_steps"] == 8
     assert policy.metadata["type"] == "act" and policy.metadata["mode"] == "chunk"
+    assert policy.metadata["artifacts"] == {"base_checkpoint": artifact(tmp_path)}  # what a server announces
     (tmp_path / "config.json").write_text(json.dumps({**LIBERO_CONFIG, "chunk_size": 16, "n_action_steps": 20}))
     with pytest.raises(R2AInputError, match="n_action_steps=20"):
         LeRobotPolicy(tmp_path)

@@ -173,6 +173,31 @@ def test_a_restarted_server_is_reconnected_on_the_next_request():
             second.stop()
 
 
+@takes_over_reserved_port
+def test_a_server_restarted_with_another_checkpoint_is_refused_on_reconnect():
+    """A retrained policy served at the same address must not slip into a run or fit started against the first."""
+    def announcing(sha: str) -> dict:
+        return {"artifacts": {"base_checkpoint": {"path": "ckpt", "sha256": sha}}}
+
+    with _reserved_port() as port:
+        first = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port, metadata=announcing("a" * 64))
+        assert first.start() == port
+        client = OpenPIWebsocketPolicy(f"ws://127.0.0.1:{port}")
+        second = PolicyServer(EchoPolicy(), host="127.0.0.1", port=port, metadata=announcing("b" * 64))
+        try:
+            client.infer(_obs())
+            first.stop()
+            second.start()
+            with pytest.raises(PolicyServerError, match="base_checkpoint aaaaaaaaaaaa then, base_checkpoint "
+                                                        "bbbbbbbbbbbb now"):
+                client.infer(_obs())
+            assert second.policy.seen == []  # refused before the request was sent
+        finally:
+            client.close()
+            first.stop()
+            second.stop()
+
+
 def test_healthz_answers_200(server):
     conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=5)
     conn.request("GET", "/healthz")

@@ -84,6 +84,21 @@ def test_a_fit_resumes_and_refuses_another_config_in_its_directory(fitted):
         fit(FitConfig.from_dict({**TOY, "deploy": ["harmonize.enabled=false"]}), out, progress=False)
 
 
+def test_a_fit_resumes_only_against_the_checkpoint_its_data_was_asked_of(fitted, tmp_path):
+    """The same spec loading other files (a server restarted with a retrained policy) is another base."""
+    from fit.pipeline import MANIFEST, fit
+
+    config, out, manifest = fitted
+    assert set(manifest["base_artifacts"]) == {"base_checkpoint"}  # the built-in base declares its checkpoint
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    recorded = json.loads((copy / MANIFEST).read_text())
+    recorded["base_artifacts"]["base_checkpoint"]["sha256"] = "0" * 64
+    (copy / MANIFEST).write_text(json.dumps(recorded))
+    with pytest.raises(R2AInputError, match=r"differs in base \(its spec, or the files it loads"):
+        fit(config, copy, progress=False)
+
+
 class Redone(Exception):
     """Raised by a trainer or collector that a resumed fit should not have called."""
 

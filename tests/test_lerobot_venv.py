@@ -168,6 +168,7 @@ def test_adapter_matches_lerobots_own_pipeline(lerobot_run):
 @needs_venv
 def test_served_from_the_lerobot_venv_driven_from_here(lerobot_run):
     from r2a.policies.registry import make_policy
+    from r2a_core.provenance import sha256_path
 
     log = lerobot_run["run"] / "serve.log"
     with open(log, "w") as stderr:  # the training run directory (not the checkpoint's) stands for its last checkpoint
@@ -181,6 +182,9 @@ def test_served_from_the_lerobot_venv_driven_from_here(lerobot_run):
         assert found, "the lerobot venv's server did not start:\n" + log.read_text()[-3000:]
         policy = make_policy(f"openpi:ws://127.0.0.1:{found.group(1)}")
         assert policy.n_action_steps == 8  # the checkpoint's own, announced: the client re-plans as lerobot does
+        # and the checkpoint it loaded, by content: runs and fits refuse a server restarted with another
+        served = lerobot_run["run"] / "checkpoints" / "last" / "pretrained_model"
+        assert policy.metadata["artifacts"]["base_checkpoint"]["sha256"] == sha256_path(served)
         ep = lerobot_run["episodes"][0]
         policy.reset()
         for t in (0, 5):

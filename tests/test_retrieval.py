@@ -251,6 +251,18 @@ def test_the_chunk_cache_answers_only_the_same_base_asked_the_same_frames(tmp_pa
     assert base.asked == len(frames) * 4 - 1 and len(list((tmp_path / "chunks").iterdir())) == 4
 
 
+def test_the_chunk_cache_tells_two_checkpoints_at_one_address_apart(tmp_path):
+    from training.retriever.queries import ChunkCache, base_chunks, base_identity
+
+    url = "openpi:ws://127.0.0.1:8010"
+    assert base_identity(url) == base_identity(url, {}) == url  # a base that declares nothing: its spec, as before
+    ep, frames, base = make_episode(length=12, seed=0, size=16), np.arange(0, 11, 2), CountingBase()
+    for sha in ("a" * 64, "b" * 64, "a" * 64):
+        identity = base_identity(url, {"base_checkpoint": {"path": "runs/lerobot/act", "sha256": sha}})
+        base_chunks(base, ep, frames, 64, ChunkCache(tmp_path / "chunks", identity))
+    assert base.asked == 2 * len(frames)  # the retrained checkpoint is asked anew; the first one's answers kept
+
+
 def test_training_refuses_demos_that_are_in_the_graph(tmp_path):
     from demos.hdf5_io import write_hdf5
     from graph_builder.build import build_graph_from_paths

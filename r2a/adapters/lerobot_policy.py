@@ -24,6 +24,7 @@ import numpy as np
 
 from r2a.adapters.keymap import ActionMap, ImageMap, KeyMap
 from r2a_core.errors import R2AInputError
+from r2a_core.provenance import artifact
 from r2a_core.types import OSC_POSE_DELTA, PROMPT, ActionSpace, image_key
 
 log = logging.getLogger(__name__)
@@ -164,7 +165,9 @@ class LeRobotPolicy:
         self.mode = ("chunk" if chunked else "select") if mode == "auto" else mode
         self.n_action_steps = _executed_steps(config, self.mode, str(self.path / "config.json"))
         self.metadata = {"policy": "lerobot", "type": self.type, "checkpoint": str(self.path), "mode": self.mode,
-                         "chunk_size": config.get("chunk_size"), "n_action_steps": self.n_action_steps}
+                         "chunk_size": config.get("chunk_size"), "n_action_steps": self.n_action_steps,
+                         # what it loaded (r2a_core.provenance): runs and fits hold a server to the same checkpoint
+                         "artifacts": {"base_checkpoint": artifact(self.path)}}
         log.info("loaded lerobot %s policy from %s (%s mode, device %s, %s actions per query)", self.type, self.path,
                  self.mode, device, self.n_action_steps or "every")
 

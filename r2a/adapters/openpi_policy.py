@@ -128,9 +128,27 @@ class OpenPIWebsocketPolicy:
             self.close()
             raise R2AInputError(f"policy server {self.url}: the first message is not a metadata map; "
                                 f"is it an openpi policy server?")
+        self._refuse_other_model(metadata)
         self.metadata = metadata
         log.info("connected to the policy server at %s (metadata keys: %s)", self.url, sorted(metadata))
         return ws
+
+    def _refuse_other_model(self, metadata: dict[str, Any]) -> None:
+        """On a reconnect, the server must still serve the files it announced first (``"artifacts"``, role → sha256):
+        a server restarted with another checkpoint at the same address would otherwise mix two models in one run."""
+        def digests(found: Any) -> dict[str, str]:
+            return {str(role): str(entry.get("sha256")) for role, entry in found.items()
+                    if isinstance(entry, dict)} if isinstance(found, dict) else {}
+
+        def shown(found: dict[str, str]) -> str:
+            return ", ".join(f"{role} {digest[:12]}" for role, digest in sorted(found.items())) or "none announced"
+
+        before, now = digests(self.metadata.get("artifacts")), digests(metadata.get("artifacts"))
+        if before and before != now:
+            self.close()
+            raise PolicyServerError(f"policy server {self.url} now serves other files than when this client first "
+                                    f"connected (sha256: {shown(before)} then, {shown(now)} now): it was restarted "
+                                    "with another model; start a new run against it")
 
     def _handshake_error(self, err: Exception) -> R2AInputError:
         if isinstance(err, InvalidStatus):

@@ -14,7 +14,7 @@ import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 from tqdm import tqdm
@@ -107,11 +107,20 @@ def base_chunks(policy: Any, episode: Episode, frames: np.ndarray, batch: int,
     return chunks
 
 
+def base_identity(spec: str, artifacts: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """The base as the caches of its answers know it: its spec, and the sha256 of every file it declares it loaded
+    (``metadata["artifacts"]``; our servers announce their checkpoint's), so that another checkpoint served at the same
+    address is another base. A base that declares none is its spec alone."""
+    if not artifacts:
+        return spec
+    return spec + "|" + ",".join(f"{role}={artifacts[role].get('sha256')}" for role in sorted(artifacts))
+
+
 class ChunkCache:
-    """The base policy's chunks on recorded frames, on disk, keyed by the base spec as written and every observation
-    it was asked, in order (what a reset base answers depends on nothing else). The retriever's queries and every
-    round of gate rows ask the same held-out frames; with one cache a slow base is asked them once. A stochastic
-    base's cached answer is one draw, reused."""
+    """The base policy's chunks on recorded frames, on disk, keyed by the base's identity (:func:`base_identity`) and
+    every observation it was asked, in order (what a reset base answers depends on nothing else). The retriever's
+    queries and every round of gate rows ask the same held-out frames; with one cache a slow base is asked them once.
+    A stochastic base's cached answer is one draw, reused."""
 
     def __init__(self, directory: str | Path, base: str) -> None:
         self.directory, self.base = Path(directory), base
@@ -257,5 +266,5 @@ def load_query_set(path: str | Path) -> QuerySet:
 
 
 __all__ = ["ARRAY_FIELDS", "CHUNKS_FORMAT", "CHUNKS_FORMAT_VERSION", "CHUNK_CACHE_DIR", "CLEAN_CONDITION", "FORMAT",
-           "FORMAT_VERSION", "ChunkCache", "QuerySet", "base_chunks", "build_query_set", "chunks_of_observations",
-           "condition_of", "frame_observation", "load_query_set", "save_query_set"]
+           "FORMAT_VERSION", "ChunkCache", "QuerySet", "base_chunks", "base_identity", "build_query_set",
+           "chunks_of_observations", "condition_of", "frame_observation", "load_query_set", "save_query_set"]

@@ -34,13 +34,14 @@ from r2a.retrieval.motion import response_for
 from r2a.retrieval.retriever import Candidates, Retriever
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
-from r2a_core.provenance import legacy_source_sha256, sha256_path, source_digests
+from r2a_core.provenance import legacy_source_sha256, policy_artifacts, sha256_path, source_digests
 from r2a_core.training import schedule_progress, training_device, training_wandb_run, warmup_cosine_lr
 from training.retriever.config import RetrieverTrainConfig
 from training.retriever.queries import (
     CHUNK_CACHE_DIR,
     ChunkCache,
     QuerySet,
+    base_identity,
     build_query_set,
     load_query_set,
     save_query_set,
@@ -136,21 +137,22 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     from demos.dataset import load_episodes
     from r2a.policies import make_policy
 
-    fingerprint = _inputs_fingerprint(config, graph, [sha256_path(p) for p in demo_paths])
+    policy = make_policy(config.base, None, config.seed)  # first: what it loaded is part of the cache's key
+    base = base_identity(config.base, policy_artifacts(policy))
+    fingerprint = _inputs_fingerprint(base, config, graph, [sha256_path(p) for p in demo_paths])
     cache = out / QUERY_CACHE
     if cache.is_file():
         cached = load_query_set(cache)
         key = cached.sources[0].get("fingerprint") if cached.sources else None
         # a cache keyed before issue 47 holds the name-salted source digests (legacy_source_sha256): the same inputs
-        if key == fingerprint or key == _inputs_fingerprint(config, graph,
+        if key == fingerprint or key == _inputs_fingerprint(base, config, graph,
                                                             [legacy_source_sha256(p) for p in demo_paths]):
             log.info("reusing %d queries from %s", len(cached), cache)
             return cached
     _refuse_graph_demos(graph, demo_paths)
-    policy = make_policy(config.base, None, config.seed)
     sources = [(str(p), load_episodes(p)) for p in demo_paths]
     own = chunk_cache is None  # without a shared cache, a private one: a stopped build resumes at its episode
-    asked = ChunkCache(out / CHUNK_CACHE_DIR, config.base) if own else chunk_cache
+    asked = ChunkCache(out / CHUNK_CACHE_DIR, base) if own else chunk_cache
     queries = build_query_set(sources, policy, retriever, response, layout, config.executed_steps,
                               config.frame_stride, config.predict_batch, progress, asked)
     queries.sources = [{**queries.sources[0], "fingerprint": fingerprint}, *queries.sources[1:]]
@@ -160,10 +162,11 @@ def _queries(config: RetrieverTrainConfig, graph, retriever: Retriever, response
     return queries
 
 
-def _inputs_fingerprint(config: RetrieverTrainConfig, graph, source_digests: list[str]) -> str:
-    """The query cache's key: what the queries depend on, the demo files by their digests."""
+def _inputs_fingerprint(base: str, config: RetrieverTrainConfig, graph, source_digests: list[str]) -> str:
+    """The query cache's key: what the queries depend on — the base by its identity (``base_identity``: the spec and
+    the files it loaded), the demo files by their digests."""
     digest = hashlib.sha256()
-    for part in (config.base, config.history, config.chunk_steps, config.executed_steps, config.frame_stride,
+    for part in (base, config.history, config.chunk_steps, config.executed_steps, config.frame_stride,
                  graph.manifest.get("files", {}).get("arrays/node_key.npy", {}).get("sha256"), *source_digests):
         digest.update(str(part).encode())
     return digest.hexdigest()[:16]
