@@ -20,7 +20,7 @@ import numpy as np
 from eval.bench_config import BenchConfig
 from eval.frames import FrameStrip
 from eval.schema import CLEAN, EPISODE_SCHEMA, EPISODE_SCHEMA_VERSION
-from r2a_core.provenance import policy_artifacts
+from r2a_core.provenance import artifact_digests, policy_artifacts
 
 log = logging.getLogger(__name__)
 
@@ -257,7 +257,7 @@ def _both(*observers: Any) -> Any:
 
 def _check_artifacts(spec: str, policy: Any, expected: Mapping[str, str]) -> None:
     """The worker's policy must have loaded exactly the files the driver's did (same role, same sha256)."""
-    loaded = {role: entry.get("sha256") for role, entry in policy_artifacts(policy).items()}
+    loaded = artifact_digests(policy_artifacts(policy))
     wrong = [role for role, digest in expected.items() if loaded.get(role) != digest]
     if wrong:
         raise RuntimeError(f"policy '{spec}' loaded other files here than when the run started ({', '.join(wrong)}: "

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 from eval.bench_config import BenchConfig
 from r2a_core.errors import R2AInputError
-from r2a_core.provenance import policy_artifacts
+from r2a_core.provenance import artifact_digests, digests_shown, policy_artifacts
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +58,7 @@ def build_policies(specs: Sequence[str], config: BenchConfig) -> dict[str, dict[
             close = getattr(policy, "close", None)
             if callable(close):
                 close()
-            log.info("policy %s: built%s", spec, "".join(f"; {role} {entry.get('sha256', '')[:12]}"
-                                                         for role, entry in loaded[spec].items()))
+            log.info("policy %s: built; loaded %s", spec, digests_shown(artifact_digests(loaded[spec])))
     finally:
         sim.close()
     return loaded

@@ -28,7 +28,7 @@ from eval.episode_job import SAVE_FRAMES, Job, JobOptions, JobResult, run_job
 from eval.schema import RESULTS, RUN_FILE
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_write, to_json_safe, write_json_atomic
-from r2a_core.provenance import collect_provenance, provenance_differences
+from r2a_core.provenance import artifact_digests, collect_provenance, provenance_differences
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def run_benchmark(config: BenchConfig, policies: list[str], out_dir: str | Path,
         if pending:
             if resuming:
                 _record_resume(out_dir / RUN_FILE, provenance, len(pending))
-            options = {spec: JobOptions(artifacts={role: e["sha256"] for role, e in artifacts[spec].items()},
+            options = {spec: JobOptions(artifacts=artifact_digests(artifacts[spec]),
                                         save_frames=save_frames) for spec in policies}
             _execute(pending, config, out_dir, execute, options, artifacts, progress)
     return write_summary(out_dir, config, jobs, build_summary, write_report)
@@ -195,9 +195,10 @@ def same_shift_levels(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) 
 
 def _check_same_artifacts(path: Path, before: Artifacts | None, now: Artifacts) -> None:
     for spec, roles in (before or {}).items():
+        recorded, loaded = artifact_digests(roles), artifact_digests(now.get(spec))
         for role, entry in roles.items():
-            current = now.get(spec, {}).get(role, {}).get("sha256")
-            if current != entry.get("sha256"):
+            current = loaded.get(role)
+            if current != recorded.get(role):
                 raise R2AInputError(
                     f"{path}: policy '{spec}' now loads another {role} ({entry.get('path')}: sha256 "
                     f"{str(entry.get('sha256'))[:12]} when the run started, {str(current)[:12]} now); the results "

@@ -44,6 +44,7 @@ from r2a_core.files import (
     write_json_atomic,
     write_text_atomic,
 )
+from r2a_core.provenance import artifact_digests, collect_provenance, digests_shown, sha256_path
 from sim.envs.tasks import task_file_stem
 
 if TYPE_CHECKING:
@@ -109,7 +110,8 @@ def _start_manifest(config: FitConfig, out: Path, base_artifacts: dict[str, dict
         if "base" not in changed and not _same_files(manifest.get("base_artifacts"), base_artifacts):
             changed = sorted([*changed, "base"])
             log.info("%s: base %s now loads other files (%s) than when the fit started (%s)", out, config.base,
-                     _shown(base_artifacts), _shown(manifest.get("base_artifacts") or {}))
+                     digests_shown(artifact_digests(base_artifacts)),
+                     digests_shown(artifact_digests(manifest.get("base_artifacts"))))
         done = set(manifest.get("steps", {}))
         refused = [k for k in changed if k not in FIRST_READ_BY
                    or done & set(STEPS[STEPS.index(FIRST_READ_BY[k]):])]
@@ -130,8 +132,6 @@ def _start_manifest(config: FitConfig, out: Path, base_artifacts: dict[str, dict
         return manifest
     if any(out.iterdir()):
         raise R2AInputError(f"{out}: exists and holds no {MANIFEST}; give an empty or new --out")
-    from r2a_core.provenance import collect_provenance
-
     return {"format": FIT_FORMAT, "version": FIT_VERSION, "base": config.base, "base_artifacts": base_artifacts,
             "config": config.to_dict(), "provenance": collect_provenance(), "steps": {}}
 
@@ -142,20 +142,12 @@ BASE_FILES_HINT = " (its spec, or the files it loads: a server restarted with an
 
 def _same_files(recorded: dict[str, dict[str, str]] | None, now: dict[str, dict[str, str]]) -> bool:
     """Whether the base loads what the fit recorded (role → sha256); a manifest from before the record says nothing."""
-    if recorded is None:
-        return True
-    return {r: e.get("sha256") for r, e in recorded.items()} == {r: e.get("sha256") for r, e in now.items()}
-
-
-def _shown(artifacts: dict[str, dict[str, str]]) -> str:
-    return ", ".join(f"{role} {str(e.get('sha256'))[:12]}" for role, e in sorted(artifacts.items())) or "none"
+    return recorded is None or artifact_digests(recorded) == artifact_digests(now)
 
 
 def _digests(paths: Iterable[Path], relative_to: Path | None = None) -> dict[str, str]:
     """sha256 of each existing path, keyed by the path (relative to ``relative_to`` when given: the parts move
     with the fitted directory)."""
-    from r2a_core.provenance import sha256_path
-
     return {str(p.relative_to(relative_to) if relative_to else p): sha256_path(p) for p in paths if p.exists()}
 
 
@@ -336,7 +328,6 @@ class Fitting:
         if rows.exists():
             return
         from gating.data import build_gate_data, save_gate_data
-        from r2a_core.provenance import sha256_path
         from r2a_core.visual_ood import load_image_stats
         from training.retriever.offline import build_offline
 

@@ -134,6 +134,21 @@ def policy_artifacts(policy: Any) -> dict[str, dict[str, str]]:
     return {str(role): dict(entry) for role, entry in found.items()} if isinstance(found, Mapping) else {}
 
 
+def artifact_digests(found: Any) -> dict[str, str]:
+    """role → sha256 of a ``metadata["artifacts"]`` mapping (``{}`` when there is none or it is not a mapping; an
+    entry without a digest reads ``""``): the one view every check that asks "does this policy still load the same
+    files?" compares — a resumed fit, a reconnecting client, a cache key, a resumed run, a worker."""
+    if not isinstance(found, Mapping):
+        return {}
+    return {str(role): str(entry.get("sha256") or "") for role, entry in found.items() if isinstance(entry, Mapping)}
+
+
+def digests_shown(digests: Mapping[str, str], empty: str = "none") -> str:
+    """``role 0123456789ab, …`` (roles sorted, each digest's first 12 characters): how messages show
+    :func:`artifact_digests`."""
+    return ", ".join(f"{role} {digest[:12]}" for role, digest in sorted(digests.items())) or empty
+
+
 def git_state(root: str | Path = SOURCE_ROOT) -> dict[str, Any]:
     """``{"commit", "dirty"}`` of the git checkout at ``root``; both None when it is not one (an installed
     wheel) or git is missing. ``dirty``: tracked changes or untracked files not ignored by ``.gitignore``. Read
@@ -255,6 +270,7 @@ def _commit(git: Mapping[str, Any]) -> str:
     return "unknown" if not commit else commit[:12] + (" (dirty)" if git.get("dirty") else "")
 
 
-__all__ = ["PACKAGES", "SIMULATOR_PACKAGES", "artifact", "collect_provenance", "command_line", "cpu_model",
-           "git_state", "gpu_name", "machine_info", "package_versions", "policy_artifacts", "provenance_differences",
-           "legacy_source_sha256", "sha256_dir", "sha256_file", "sha256_path", "source_digests"]
+__all__ = ["PACKAGES", "SIMULATOR_PACKAGES", "artifact", "artifact_digests", "collect_provenance", "command_line",
+           "cpu_model", "digests_shown", "git_state", "gpu_name", "machine_info", "package_versions",
+           "policy_artifacts", "provenance_differences", "legacy_source_sha256", "sha256_dir", "sha256_file",
+           "sha256_path", "source_digests"]

@@ -11,9 +11,11 @@ import pytest
 from r2a_core.provenance import (
     CPU_FEATURES,
     artifact,
+    artifact_digests,
     collect_provenance,
     command_line,
     cpu_features,
+    digests_shown,
     episodes_sha256,
     git_state,
     legacy_source_sha256,
@@ -147,6 +149,17 @@ def test_policy_artifacts_convention():
 
     assert policy_artifacts(object()) == {} and policy_artifacts(Plain()) == {}
     assert policy_artifacts(Loaded()) == {"graph": {"path": "g", "sha256": "0" * 64}}
+
+
+def test_artifact_digests_are_the_one_view_checks_compare():
+    found = {"vla": {"path": "a", "sha256": "a" * 64}, "graph": {"path": "b/", "sha256": "b" * 64},
+             "odd": "not an entry", "bare": {"path": "c"}}
+    digests = artifact_digests(found)
+    assert digests == {"vla": "a" * 64, "graph": "b" * 64, "bare": ""}
+    assert artifact_digests({"vla": {"path": "elsewhere", "sha256": "a" * 64}}) == {"vla": "a" * 64}  # path aside
+    assert artifact_digests(None) == {} and artifact_digests(["vla"]) == {}
+    assert digests_shown(digests) == f"bare , graph {'b' * 12}, vla {'a' * 12}"
+    assert digests_shown({}) == "none" and digests_shown({}, "none announced") == "none announced"
 
 
 def test_builtin_vla_declares_its_checkpoint_and_the_guard_forwards_it():

@@ -28,6 +28,7 @@ from websockets.sync.client import ClientConnection, connect
 from r2a.adapters.keymap import KeyMap
 from r2a.adapters.msgpack_numpy import packb, unpackb
 from r2a_core.errors import R2AInputError
+from r2a_core.provenance import artifact_digests, digests_shown
 from r2a_core.types import OSC_POSE_DELTA, ActionSpace
 
 log = logging.getLogger(__name__)
@@ -136,18 +137,12 @@ class OpenPIWebsocketPolicy:
     def _refuse_other_model(self, metadata: dict[str, Any]) -> None:
         """On a reconnect, the server must still serve the files it announced first (``"artifacts"``, role → sha256):
         a server restarted with another checkpoint at the same address would otherwise mix two models in one run."""
-        def digests(found: Any) -> dict[str, str]:
-            return {str(role): str(entry.get("sha256")) for role, entry in found.items()
-                    if isinstance(entry, dict)} if isinstance(found, dict) else {}
-
-        def shown(found: dict[str, str]) -> str:
-            return ", ".join(f"{role} {digest[:12]}" for role, digest in sorted(found.items())) or "none announced"
-
-        before, now = digests(self.metadata.get("artifacts")), digests(metadata.get("artifacts"))
+        before, now = artifact_digests(self.metadata.get("artifacts")), artifact_digests(metadata.get("artifacts"))
         if before and before != now:
             self.close()
             raise PolicyServerError(f"policy server {self.url} now serves other files than when this client first "
-                                    f"connected (sha256: {shown(before)} then, {shown(now)} now): it was restarted "
+                                    f"connected (sha256: {digests_shown(before, 'none announced')} then, "
+                                    f"{digests_shown(now, 'none announced')} now): it was restarted "
                                     "with another model; start a new run against it")
 
     def _handshake_error(self, err: Exception) -> R2AInputError:

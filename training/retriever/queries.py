@@ -23,6 +23,7 @@ from r2a.retrieval.features import QueryLayout, query_vector
 from r2a.retrieval.history import window_from_arrays
 from r2a.retrieval.motion import ResponseModel
 from r2a_core.errors import R2AInputError
+from r2a_core.provenance import artifact_digests
 from r2a_core.types import (
     PROMPT,
     STATE_EE_POS,
@@ -111,9 +112,10 @@ def base_identity(spec: str, artifacts: Mapping[str, Mapping[str, Any]] | None =
     """The base as the caches of its answers know it: its spec, and the sha256 of every file it declares it loaded
     (``metadata["artifacts"]``; our servers announce their checkpoint's), so that another checkpoint served at the same
     address is another base. A base that declares none is its spec alone."""
-    if not artifacts:
+    digests = artifact_digests(artifacts)
+    if not digests:
         return spec
-    return spec + "|" + ",".join(f"{role}={artifacts[role].get('sha256')}" for role in sorted(artifacts))
+    return spec + "|" + ",".join(f"{role}={digests[role]}" for role in sorted(digests))
 
 
 class ChunkCache:
