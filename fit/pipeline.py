@@ -18,14 +18,16 @@ module that owns it (the same recipe as ``r2a/assets/R2A_ASSETS.md``):
 A step whose output exists is skipped, so a stopped fit resumes where it stopped (the trainers resume inside their
 own directories). The base is asked its chunks on the held-out frames once: the retriever's queries and every gate
 round read them from ``WORK/base_chunks`` (:class:`~training.retriever.queries.ChunkCache`). ``OUT/fit.json``
-(``r2a.fit`` v1) records the config, the base, each step's time, the demo files' and the parts' sha256 — and
-every seed is a training seed (:mod:`fit.config`).
+(``r2a.fit`` v1) records the config, the base, each step's time (over all its attempts), the demo files' and the
+parts' sha256 — and every seed is a training seed (:mod:`fit.config`).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import shutil
+import threading
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context
@@ -59,6 +61,8 @@ GRAPH, RETRIEVER, GATE = "graph", "retriever", "gate"
 IMAGE_STATS, HARMONIZE_STATS = "image_stats.json", "harmonize_stats.json"
 #: work files (demonstrations, re-renders, rollouts, training runs): not needed to run the fitted R2A
 WORK = "work"
+#: each unfinished step's seconds so far, across interrupted attempts (:class:`StepClock`), one file per step
+STEP_CLOCKS = f"{WORK}/step_clocks"
 #: the files of a finished training run that a checkpoint consists of
 CHECKPOINT_FILES = ("manifest.json", "model.safetensors", "train_summary.json")
 #: what the trainers write once their last step is done (a run without it resumes)
@@ -82,11 +86,11 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | 
         "statistics": fitting.statistics, "gate": fitting.gate, "config": fitting.write_config}
     steps = STEPS if until is None else STEPS[:STEPS.index(until) + 1]
     for name in tqdm(steps, desc="r2a fit", unit="step", disable=not progress):
-        start = time.perf_counter()
         log.info("r2a fit: %s", name)
-        outputs = stages[name]()
+        with StepClock(out / STEP_CLOCKS / f"{name}.json", name) as clock:
+            outputs = stages[name]()
         done = manifest["steps"].get(name, {})
-        manifest["steps"][name] = {"seconds": round(done.get("seconds", 0.0) + time.perf_counter() - start, 1),
+        manifest["steps"][name] = {"seconds": round(done.get("seconds", 0.0) + clock.seconds, 1),
                                    "outputs": [str(p.relative_to(out)) for p in outputs]}
         write_json_atomic(out / MANIFEST, manifest)
     manifest["sources"] = {"graph_demos": _digests(fitting.graph_files())}
@@ -94,6 +98,51 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | 
                                  relative_to=out)
     write_json_atomic(out / MANIFEST, manifest)
     return manifest
+
+
+class StepClock:
+    """The seconds one step took over all its attempts. A fit killed mid-step (a machine's session ending) loses no
+    time: the running total is rewritten to ``path`` (the step's own file) every ``every`` seconds, the next attempt
+    at the same step starts from it, and a finished step's total goes to fit.json (the file is then removed)."""
+
+    def __init__(self, path: Path, step: str, every: float = 30.0) -> None:
+        self.path, self.step, self.every = path, step, every
+        self.carried = self._carried()
+        self._start = time.perf_counter()
+        self._stop = threading.Event()
+        self._ticker = threading.Thread(target=self._tick, name=f"r2a-fit-clock-{step}", daemon=True)
+
+    def _carried(self) -> float:
+        """Seconds earlier, interrupted attempts at this step spent (0 without a clock of this step)."""
+        try:
+            clock = json.loads(self.path.read_text())
+            return float(clock["seconds"]) if clock.get("step") == self.step else 0.0
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return 0.0
+
+    @property
+    def seconds(self) -> float:
+        return self.carried + time.perf_counter() - self._start
+
+    def _write(self) -> None:
+        write_json_atomic(self.path, {"step": self.step, "seconds": round(self.seconds, 1)})
+
+    def _tick(self) -> None:
+        while not self._stop.wait(self.every):
+            self._write()
+
+    def __enter__(self) -> StepClock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._ticker.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *_: Any) -> None:
+        self._stop.set()
+        self._ticker.join()
+        if kind is None:
+            self.path.unlink(missing_ok=True)
+        else:
+            self._write()  # an interrupted step: the next attempt goes on counting from here
 
 
 def _start_manifest(config: FitConfig, out: Path, base_artifacts: dict[str, dict[str, str]] | None = None

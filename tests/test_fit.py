@@ -53,6 +53,8 @@ def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
         assert (out / part).exists(), part
     assert set(manifest["parts"]) == {"graph", "retriever", "gate", "image_stats.json", "harmonize_stats.json"}
     assert manifest["base"] == "builtin" and manifest["config"] == config.to_dict()
+    assert manifest["steps"]["graph"]["seconds"] > 0 and all(s["seconds"] >= 0 for s in manifest["steps"].values())
+    assert not list((out / "work" / "step_clocks").iterdir())  # every step finished: no clock left running
     # the base was asked each held-out episode's frames once (by the retriever; the gate rounds read them back) and
     # each DAgger rollout's once
     queried = load_query_set(out / "work" / "runs" / "retriever" / "queries.npz").episode.max() + 1
@@ -132,6 +134,39 @@ def test_a_resumed_fit_redoes_nothing_that_finished(fitted, tmp_path, monkeypatc
     again = fit(config, copy, progress=False)
     assert again["parts"]["gate"] == manifest["parts"]["gate"]
     assert (copy / "r2a.yaml").exists()
+
+
+def test_a_step_killed_midway_keeps_its_seconds_for_the_next_attempt(tmp_path, monkeypatch):
+    from fit import pipeline
+
+    now = [100.0]
+    monkeypatch.setattr(pipeline.time, "perf_counter", lambda: now[0])
+    gate, retriever = tmp_path / "gate.json", tmp_path / "retriever.json"
+    with pytest.raises(KeyboardInterrupt), pipeline.StepClock(gate, "gate", every=3600):
+        now[0] += 40.0
+        raise KeyboardInterrupt
+    assert json.loads(gate.read_text()) == {"step": "gate", "seconds": 40.0}
+    with pipeline.StepClock(retriever, "retriever", every=3600) as other:  # another step counts on its own
+        now[0] += 5.0
+    assert other.seconds == 5.0 and not retriever.exists() and gate.exists()
+    with pipeline.StepClock(gate, "gate", every=3600) as clock:
+        now[0] += 2.5
+    assert clock.seconds == 42.5 and not gate.exists()
+
+
+def test_a_step_clock_ticks_while_the_step_runs(tmp_path):
+    import time
+
+    from fit.pipeline import StepClock
+
+    path = tmp_path / "work" / "step_clocks" / "graph.json"
+    with StepClock(path, "graph", every=0.01):
+        for _ in range(500):
+            if path.exists():
+                break
+            time.sleep(0.01)
+        assert json.loads(path.read_text())["step"] == "graph"  # a kill now would keep it
+    assert not path.exists()
 
 
 def test_a_fit_stopped_after_its_graph_resumes_at_the_next_step(tmp_path, monkeypatch):
