@@ -256,12 +256,12 @@ def _both(*observers: Any) -> Any:
 
 
 def _check_artifacts(spec: str, policy: Any, expected: Mapping[str, str]) -> None:
-    """The worker's policy must have loaded exactly the files the driver's did (same role, same sha256)."""
+    """The worker's policy must have loaded exactly the files the driver's did (the same roles, the same sha256)."""
     loaded = artifact_digests(policy_artifacts(policy))
-    wrong = [role for role, digest in expected.items() if loaded.get(role) != digest]
+    wrong = sorted(r for r in expected.keys() | loaded.keys() if loaded.get(r) != expected.get(r))
     if wrong:
         raise RuntimeError(f"policy '{spec}' loaded other files here than when the run started ({', '.join(wrong)}: "
-                           f"sha256 {[loaded.get(r) for r in wrong]} instead of {[expected[r] for r in wrong]})")
+                           f"sha256 {[loaded.get(r) for r in wrong]} instead of {[expected.get(r) for r in wrong]})")
 
 
 def _record_fields(sim, hooks: BenchHooks, summary: dict[str, Any]) -> dict[str, Any]:

@@ -194,15 +194,18 @@ def same_shift_levels(a: Mapping[str, Any] | None, b: Mapping[str, Any] | None) 
 
 
 def _check_same_artifacts(path: Path, before: Artifacts | None, now: Artifacts) -> None:
+    """A resumed run's policies must load exactly the files they loaded when it started (a role gained or lost is
+    another model too)."""
     for spec, roles in (before or {}).items():
         recorded, loaded = artifact_digests(roles), artifact_digests(now.get(spec))
-        for role, entry in roles.items():
-            current = loaded.get(role)
-            if current != recorded.get(role):
-                raise R2AInputError(
-                    f"{path}: policy '{spec}' now loads another {role} ({entry.get('path')}: sha256 "
-                    f"{str(entry.get('sha256'))[:12]} when the run started, {str(current)[:12]} now); the results "
-                    f"would mix two models — use a new --out directory")
+        differ = sorted(r for r in recorded.keys() | loaded.keys() if recorded.get(r) != loaded.get(r))
+        if differ:
+            paths = {**(now.get(spec) or {}), **roles}
+            shown = "; ".join(f"{role} ({(paths.get(role) or {}).get('path', '?')}): sha256 "
+                              f"{(recorded.get(role) or 'none')[:12]} when the run started, "
+                              f"{(loaded.get(role) or 'none')[:12]} now" for role in differ)
+            raise R2AInputError(f"{path}: policy '{spec}' now loads other files ({shown}); the results would mix "
+                                "two models — use a new --out directory")
 
 
 def _record_resume(path: Path, provenance: Mapping[str, Any], pending: int) -> None:

@@ -102,30 +102,38 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | 
 
 class StepClock:
     """The seconds one step took over all its attempts. A fit killed mid-step (a machine's session ending) loses no
-    time: the running total is rewritten to ``path`` (the step's own file) every ``every`` seconds, the next attempt
-    at the same step starts from it, and a finished step's total goes to fit.json (the file is then removed)."""
+    time but the last ``every`` seconds: the running total is rewritten to ``path`` (the step's own file) every
+    ``every`` seconds and when the step raises, the next attempt at the same step starts from it, and a finished
+    step's total goes to fit.json (the file is then removed)."""
 
     def __init__(self, path: Path, step: str, every: float = 30.0) -> None:
         self.path, self.step, self.every = path, step, every
         self.carried = self._carried()
-        self._start = time.perf_counter()
+        self._start, self._end = time.perf_counter(), None
         self._stop = threading.Event()
         self._ticker = threading.Thread(target=self._tick, name=f"r2a-fit-clock-{step}", daemon=True)
 
     def _carried(self) -> float:
         """Seconds earlier, interrupted attempts at this step spent (0 without a clock of this step)."""
+        if not self.path.exists():
+            return 0.0
         try:
             clock = json.loads(self.path.read_text())
             return float(clock["seconds"]) if clock.get("step") == self.step else 0.0
-        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as err:
+            log.warning("%s: not a step clock (%s); step %s's time counts from 0", self.path, err, self.step)
             return 0.0
 
     @property
     def seconds(self) -> float:
-        return self.carried + time.perf_counter() - self._start
+        """The step's seconds over all attempts, up to now (up to its end once the ``with`` block is left)."""
+        return self.carried + (self._end if self._end is not None else time.perf_counter()) - self._start
 
     def _write(self) -> None:
-        write_json_atomic(self.path, {"step": self.step, "seconds": round(self.seconds, 1)})
+        try:
+            write_json_atomic(self.path, {"step": self.step, "seconds": round(self.seconds, 1)})
+        except OSError as err:  # a full disk must not end the step, nor hide the error the step raised
+            log.warning("%s: step %s's running time not saved (%s)", self.path, self.step, err)
 
     def _tick(self) -> None:
         while not self._stop.wait(self.every):
@@ -137,6 +145,7 @@ class StepClock:
         return self
 
     def __exit__(self, kind: type[BaseException] | None, *_: Any) -> None:
+        self._end = time.perf_counter()
         self._stop.set()
         self._ticker.join()
         if kind is None:

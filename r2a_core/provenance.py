@@ -144,9 +144,9 @@ def artifact_digests(found: Any) -> dict[str, str]:
 
 
 def digests_shown(digests: Mapping[str, str], empty: str = "none") -> str:
-    """``role 0123456789ab, …`` (roles sorted, each digest's first 12 characters): how messages show
-    :func:`artifact_digests`."""
-    return ", ".join(f"{role} {digest[:12]}" for role, digest in sorted(digests.items())) or empty
+    """``role 0123456789ab, …`` (roles sorted, each digest's first 12 characters; ``(no sha256)`` for an entry without
+    one): how messages show :func:`artifact_digests`."""
+    return ", ".join(f"{role} {digest[:12] or '(no sha256)'}" for role, digest in sorted(digests.items())) or empty
 
 
 def git_state(root: str | Path = SOURCE_ROOT) -> dict[str, Any]:

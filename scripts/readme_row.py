@@ -20,6 +20,8 @@ from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+#: the summary formats this reads (eval/report/summary.py)
+SCHEMAS = (("r2a.bench.summary", 2),)
 #: the README's factor columns, in its order
 FACTORS = ("camera", "robot_init", "language", "light", "background", "noise", "layout")
 
@@ -41,7 +43,8 @@ def rates(before: float, after: float) -> str:
 
 
 def with_ci(value: float, ci: Sequence[float | None]) -> str:
-    return f"{points(value)} [{points(ci[0])}, {points(ci[1])}]"  # type: ignore[arg-type]
+    low, high = ("–" if bound is None else points(bound) for bound in ci)
+    return f"{points(value)} [{low}, {high}]"
 
 
 def bold_if(text: str, ci: Sequence[float | None]) -> str:
@@ -60,7 +63,8 @@ def recovery_cell(wrapper: Sequence[Mapping[str, Any]], candidate: str, clean_on
         episodes = sum(int(r["episodes"]) for r in rows)
         if not episodes:
             return "–"
-        percent = round(100 * sum(int(r["recovered_episodes"]) for r in rows) / episodes)
+        share = Decimal(100 * sum(int(r["recovered_episodes"]) for r in rows)) / episodes
+        percent = share.quantize(Decimal(1), rounding=ROUND_HALF_UP)
         return f"{percent} %" if percent else "0"
 
     rows = [r for r in wrapper if r["policy"] == candidate]
@@ -106,9 +110,13 @@ def readme_row(summary: Mapping[str, Any], label: str, candidate: str | None = N
 def read_summary(run: Path) -> dict[str, Any]:
     path = run / "summary.json" if run.is_dir() else run
     try:
-        return json.loads(path.read_text())
+        summary = json.loads(path.read_text())
     except (OSError, ValueError) as err:
         raise SystemExit(f"{path}: expected a merged run's summary.json ({err})") from None
+    found = (summary.get("schema"), summary.get("schema_version")) if isinstance(summary, dict) else None
+    if found not in SCHEMAS:
+        raise SystemExit(f"{path}: schema {found} is not a benchmark summary this script reads ({SCHEMAS})")
+    return summary
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -148,8 +148,30 @@ def test_resume_with_other_policy_files_is_refused(smoke_run, tmp_path):
     pinned = json.loads((full / "run.json").read_text())
     pinned["provenance"]["artifacts"]["expert"] = {"base_checkpoint": {"path": "ckpt", "sha256": "ab" * 32}}
     (out / "run.json").write_text(json.dumps(pinned))
-    with pytest.raises(R2AInputError, match="policy 'expert' now loads another base_checkpoint"):
+    with pytest.raises(R2AInputError, match=r"policy 'expert' now loads other files \(base_checkpoint \(ckpt\): "
+                                            r"sha256 abababababab when the run started, none now\)"):
         run_benchmark(config, ["expert", "expert_noisy:0.6"], out, progress=False)
+
+
+def test_a_file_gained_or_changed_since_the_run_started_is_another_model(tmp_path):
+    from eval.episode_job import _check_artifacts
+    from eval.runner import _check_same_artifacts
+
+    graph = {"path": "g", "sha256": "1" * 64}
+    before = {"r2a:FIT": {"graph": graph}}
+    _check_same_artifacts(tmp_path, before, {"r2a:FIT": {"graph": dict(graph)}})  # the same files: resumes
+    gained = {"r2a:FIT": {"graph": graph, "gate": {"path": "gate", "sha256": "2" * 64}}}
+    with pytest.raises(R2AInputError, match=r"gate \(gate\): sha256 none when the run started, 222222222222"):
+        _check_same_artifacts(tmp_path, before, gained)
+    with pytest.raises(R2AInputError, match=r"graph \(g\): sha256 111111111111 when the run started, 333333333333"):
+        _check_same_artifacts(tmp_path, before, {"r2a:FIT": {"graph": {"path": "g", "sha256": "3" * 64}}})
+
+    class Worker:
+        metadata = {"artifacts": gained["r2a:FIT"]}
+
+    _check_artifacts("r2a:FIT", Worker(), {"graph": "1" * 64, "gate": "2" * 64})
+    with pytest.raises(RuntimeError, match="loaded other files here .*gate"):
+        _check_artifacts("r2a:FIT", Worker(), {"graph": "1" * 64})  # a worker's policy loaded one more file
 
 
 def test_failure_frames_are_saved_beside_their_clean_twins(tmp_path):

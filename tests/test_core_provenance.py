@@ -158,7 +158,7 @@ def test_artifact_digests_are_the_one_view_checks_compare():
     assert digests == {"vla": "a" * 64, "graph": "b" * 64, "bare": ""}
     assert artifact_digests({"vla": {"path": "elsewhere", "sha256": "a" * 64}}) == {"vla": "a" * 64}  # path aside
     assert artifact_digests(None) == {} and artifact_digests(["vla"]) == {}
-    assert digests_shown(digests) == f"bare , graph {'b' * 12}, vla {'a' * 12}"
+    assert digests_shown(digests) == f"bare (no sha256), graph {'b' * 12}, vla {'a' * 12}"
     assert digests_shown({}) == "none" and digests_shown({}, "none announced") == "none announced"
 
 

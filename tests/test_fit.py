@@ -151,7 +151,18 @@ def test_a_step_killed_midway_keeps_its_seconds_for_the_next_attempt(tmp_path, m
     assert other.seconds == 5.0 and not retriever.exists() and gate.exists()
     with pipeline.StepClock(gate, "gate", every=3600) as clock:
         now[0] += 2.5
+    now[0] += 100.0  # what fit.json records is the step's time, not the time until it is read
     assert clock.seconds == 42.5 and not gate.exists()
+
+
+def test_a_step_clock_that_cannot_be_read_is_named_and_counts_from_zero(tmp_path, caplog):
+    from fit.pipeline import StepClock
+
+    path = tmp_path / "gate.json"
+    path.write_text("{torn")
+    with caplog.at_level("WARNING", logger="fit.pipeline"):
+        assert StepClock(path, "gate").carried == 0.0
+    assert f"{path}: not a step clock" in caplog.text
 
 
 def test_a_step_clock_ticks_while_the_step_runs(tmp_path):

@@ -26,7 +26,7 @@ from eval.episode_job import Job, JobOptions, JobResult
 from eval.schema import CLEAN, RESULTS, RUN_FILE
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
-from r2a_core.provenance import collect_provenance
+from r2a_core.provenance import artifact_digests, collect_provenance
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Sweep:
                  execute: Callable[[list[tuple[Job, BenchConfig, JobOptions]]], Iterator[JobResult]],
                  progress: bool = True) -> None:
         self.out_dir, self.config, self.policy, self.progress = out_dir, config, policy, progress
-        self.artifacts = {role: entry["sha256"] for role, entry in artifacts.items()}
+        self.artifacts = artifact_digests(artifacts)
         self.execute = execute
         self.records: dict[tuple, dict[str, Any]] = {}
         path = out_dir / RESULTS
@@ -262,7 +262,7 @@ def load_calibration(path: str | Path) -> dict[str, Any]:
 def _pin(out_dir: Path, config: CalibrationConfig, policy: str, artifacts: dict[str, dict[str, str]]) -> None:
     """Write ``run.json`` on the first run; on a resume refuse a different policy, its files, tasks or seeds."""
     pinned = {"format": RUN_FORMAT, "policy": policy,
-              "artifacts": {role: entry["sha256"] for role, entry in artifacts.items()},
+              "artifacts": artifact_digests(artifacts),
               "tasks": list(config.tasks), "seed": config.seed, "episodes": config.episodes,
               "image_size": config.image_size}
     path = out_dir / RUN_FILE
