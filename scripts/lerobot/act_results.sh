@@ -114,6 +114,10 @@ if want runs; then
   paired configs/bench/libero_clean.yaml "$RUNS/clean" "$RESULTS/act_clean" "$BASE" "$CHOSEN"
   paired configs/bench/liberoplus_libero.yaml "$RUNS/liberoplus" "$RESULTS/act_liberoplus" "$BASE" "$CHOSEN"
   paired configs/bench/libero_standard.yaml "$RUNS/libero_standard" "$RESULTS/act_libero_standard" "$BASE" "$CHOSEN"
+  log "the README's rows (scripts/readme_row.py; name each row's run and pairs in its first cell)"
+  for run in act_clean act_liberoplus act_libero_standard; do
+    "${R2A%/r2a}/python" scripts/readme_row.py "$RESULTS/$run" --candidate "$CHOSEN" --label "ACT → R2A ($run)"
+  done
 fi
 if want proxy; then
   CHOSEN=$(chosen_variant)
