@@ -170,6 +170,7 @@ def test_a_file_gained_or_changed_since_the_run_started_is_another_model(tmp_pat
         metadata = {"artifacts": gained["r2a:FIT"]}
 
     _check_artifacts("r2a:FIT", Worker(), {"graph": "1" * 64, "gate": "2" * 64})
+    _check_artifacts("r2a:FIT", Worker(), None)  # a job run on its own: no driver to agree with
     with pytest.raises(RuntimeError, match="loaded other files here .*gate"):
         _check_artifacts("r2a:FIT", Worker(), {"graph": "1" * 64})  # a worker's policy loaded one more file
 
