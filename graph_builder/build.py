@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import faiss
 import numpy as np
@@ -25,6 +23,7 @@ from graph_builder.index import build_index, describe_index, use_gpu
 from graph_builder.motion_graph import MotionGraph
 from graph_builder.segmentation import Segments, segment_demos
 from graph_builder.storage import FORMAT_NAME, FORMAT_VERSION
+from r2a_core.timing import StageTimer
 from r2a_core.types import Episode
 
 log = logging.getLogger(__name__)
@@ -34,28 +33,28 @@ def build_graph(sources: list[Source], cfg: GraphConfig | None = None, progress:
     """Build the graph of all successful demos of ``sources`` (in memory; save it with ``save_graph``)."""
     cfg = cfg or GraphConfig()
     timings: dict[str, float] = {}
-    with _timed(timings, "collect"):
+    with StageTimer(timings, "collect"):
         table = build_frame_table(sources, cfg.inputs)
-    with _timed(timings, "segmentation"):
+    with StageTimer(timings, "segmentation"):
         seg = segment_demos(table.gripper, table.demo_ptr, cfg.segmentation, progress=progress)
         first = table.demo_ptr[seg.demo]
         g_start = first + seg.start
         demo_last = table.demo_ptr[seg.demo + 1] - 1
-    with _timed(timings, "node_features"):
+    with StageTimer(timings, "node_features"):
         states = compute_node_states(table.ee_pos, table.ee_quat, table.gripper, g_start, first + seg.end,
                                      first, demo_last)
         spec = fit_key_spec(states.raw(), cfg.features)
         keys = spec.apply(states.raw())
         spatial = _spatial_keys(keys, spec, cfg)
-    with _timed(timings, "future_motion"):
+    with StageTimer(timings, "future_motion"):
         future = compute_future_motion(table.ee_pos, table.ee_quat, table.gripper, table.actions, g_start,
                                        demo_last, cfg.segmentation.future_frames)
-    with _timed(timings, "temporal_edges"):
+    with StageTimer(timings, "temporal_edges"):
         t_index, t_offset = temporal_edges(seg.demo_node_ptr, cfg.edges.temporal_offsets)
         t_dist = edge_distances(spatial, t_index)
-    with _timed(timings, "index"):
+    with StageTimer(timings, "index"):
         index = build_index(keys, cfg.index)
-    with _timed(timings, "spatial_edges"):
+    with StageTimer(timings, "spatial_edges"):
         s_index, s_dist = spatial_edges(spatial, seg.demo, table.demo_task[seg.demo], cfg.edges, cfg.index,
                                         progress=progress, index=index if spatial is keys else None)
     arrays = {
@@ -115,14 +114,6 @@ def _demo_arrays(table: FrameTable, seg: Segments) -> dict[str, np.ndarray]:
         "demo_instruction": table.demo_instruction, "demo_length": np.diff(table.demo_ptr).astype(np.int32),
         "demo_node_ptr": seg.demo_node_ptr,
     }
-
-
-@contextmanager
-def _timed(timings: dict[str, float], stage: str) -> Iterator[None]:
-    t0 = time.perf_counter()
-    yield
-    timings[stage] = time.perf_counter() - t0
-    log.debug("%s: %.3fs", stage, timings[stage])
 
 
 def _spatial_keys(keys: np.ndarray, spec: KeySpec, cfg: GraphConfig) -> np.ndarray:

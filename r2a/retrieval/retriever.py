@@ -17,8 +17,6 @@ rounding (``tests/test_retrieval_fast.py``); ``r2a bench perf retrieval`` times 
 from __future__ import annotations
 
 import copy
-import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import Any, ContextManager
 
@@ -32,6 +30,7 @@ from r2a.retrieval.motion import ResponseModel
 from r2a.retrieval.subgraph import Neighbourhoods, Subgraph
 from r2a_core.errors import R2AInputError
 from r2a_core.rotations import quat_to_matrix
+from r2a_core.timing import stage_timer
 
 
 @dataclass
@@ -195,7 +194,7 @@ class Retriever:
 
     def _stage(self, name: str) -> ContextManager[Any]:
         """Times the block into ``stage_times[name]`` while profiling; otherwise a no-op that costs ~nothing."""
-        return _NOT_TIMED if self.stage_times is None else StageTimer(self.stage_times, name)
+        return stage_timer(self.stage_times, name)
 
     def _seeds(self, key: np.ndarray, task_id: int | None) -> tuple[np.ndarray, float]:
         """The ``seeds`` nearest nodes (of ``task_id``'s nodes only, when given) and the nearest one's distance."""
@@ -286,22 +285,6 @@ INFERENCE_PATHS = ("fast", "training")
 _POSE_PARTS = ("ee_pos", "ee_rot6d", "gripper", "phase")
 
 
-class StageTimer:
-    """Adds the seconds spent inside the block to ``times[name]``."""
-
-    def __init__(self, times: dict[str, float], name: str) -> None:
-        self.times, self.name = times, name
-
-    def __enter__(self) -> None:
-        self.start = time.perf_counter()
-
-    def __exit__(self, *exc: object) -> None:
-        self.times[self.name] = self.times.get(self.name, 0.0) + time.perf_counter() - self.start
-
-
-_NOT_TIMED = nullcontext()
-
-
 def _unit(x: float) -> float:
     """``float(np.clip(x, 0, 1))`` of one float, without numpy's dispatch (a NaN stays NaN, as with np.clip)."""
     return x if x != x else min(max(0.0, x), 1.0)
@@ -332,4 +315,4 @@ def instruction_tasks(graph: MotionGraph) -> dict[str, int]:
     return {text: next(iter(tasks)) for text, tasks in pairs.items() if len(tasks) == 1}
 
 
-__all__ = ["Candidates", "PoseKey", "Retrieval", "RetrievalSettings", "Retriever", "StageTimer"]
+__all__ = ["Candidates", "PoseKey", "Retrieval", "RetrievalSettings", "Retriever"]

@@ -19,7 +19,6 @@ another reference or another S, the scripted expert's in the oracles; not deploy
 from __future__ import annotations
 
 import logging
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +26,7 @@ import numpy as np
 
 from r2a.retrieval.history import ExecutionHistory
 from r2a.retrieval.motion import ResponseModel
-from r2a.retrieval.retriever import Retriever, StageTimer
+from r2a.retrieval.retriever import Retriever
 from r2a.retrieval.synthesis import reference_chunk
 from r2a.wrapper.gate import Gate, GateInputs, bound_gate, holding_rule
 from r2a.wrapper.learned_gate import GateInputError
@@ -36,6 +35,7 @@ from r2a.wrapper.sources import GateSource, ReferenceSource
 from r2a.wrapper.task_match import TaskMatcher
 from r2a.wrapper.task_match import summary as match_summary
 from r2a_core.policy import Policy
+from r2a_core.timing import stage_timer
 from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, STATE_STEP, ActionSpace
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ class R2APolicy:
 
     def _stage(self, name: str) -> Any:
         """Times the block into ``stage_times`` while profiling (``r2a bench perf retrieval``), else a no-op."""
-        return _NOT_TIMED if self.stage_times is None else StageTimer(self.stage_times, name)
+        return stage_timer(self.stage_times, name)
 
     def _planned_for(self, step: int, n: int) -> np.ndarray | None:
         """What the previous base chunk planned for steps ``step .. step+n-1`` (None when it does not reach)."""
@@ -276,8 +276,6 @@ def _pose(obs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, float] | None:
 def _fallback(reason: str, step: int) -> dict[str, Any]:
     return {"fallback": reason, "step": step, "recovery": False}
 
-
-_NOT_TIMED = nullcontext()
 
 
 def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
