@@ -134,12 +134,14 @@ class FitConfig(TypedConfig):
                 raise R2AInputError(f"{field_name} {factors}: the detectors are fitted against a photometric shift; "
                                     f"include one of {', '.join(PHOTOMETRIC_FACTORS)}")
 
-    def check_parts(self) -> dict[str, dict[str, str]]:
+    def check_parts(self, build_base: bool = True) -> dict[str, dict[str, str]] | None:
         """What :meth:`validate` cannot see from the fields alone, checked before a fit runs (not hours into it):
         every task can be simulated here (LIBERO's need the extra), every shift is a factor and level the simulator
         knows, the gate's training split admits them, the base builds (a server answers), and the retriever, gate and
         R2A configs load with this fit's settings. Returns the files the base declares it loaded (role → path and
-        sha256; a server announces its checkpoint's), which the fit records and holds a resume to."""
+        sha256; a server announces its checkpoint's), which the fit records and holds a resume to — or None without
+        ``build_base`` (a fit that runs only :data:`BASE_FREE_STEPS`: its policy may still be training, its server
+        not up yet)."""
         from gating.config import GateTrainConfig
         from r2a.wrapper.build import load_r2a_config
         from sim.envs.libero_env import libero_assets_dir
@@ -161,7 +163,7 @@ class FitConfig(TypedConfig):
         if outside:
             raise R2AInputError(f"{outside}: not in the gate's training split {gate.training_shifts} "
                                 f"({self.gate_config}); the gate refuses data of other shifts")
-        artifacts = self._check_base()
+        artifacts = self._check_base() if build_base else None
         RetrieverTrainConfig.from_yaml(self.retriever_config, [f"base={self.base}", f"steps={self.retriever_steps}"])
         load_r2a_config(self.r2a_config, [f"base={self.base}", *self.deploy])
         return artifacts

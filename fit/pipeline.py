@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from tqdm import tqdm
 
-from fit.config import FIRST_READ_BY, STEPS, FitConfig
+from fit.config import BASE_FREE_STEPS, FIRST_READ_BY, STEPS, FitConfig
 from r2a.wrapper.build import FITTED_CONFIG as R2A_CONFIG
 from r2a_core.errors import R2AInputError
 from r2a_core.files import (
@@ -72,11 +72,13 @@ FINISHED = "train_summary.json"
 def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | None = None) -> dict[str, Any]:
     """Fit R2A's parts to ``config.base`` into ``out`` (resuming what is there); returns the manifest. ``until``
     stops after that step (the steps up to statistics do not query the base: ``until="statistics"`` makes their data
-    while the base still trains, and the fit goes on later with the base set)."""
+    while the base still trains — it is not even built, so its server need not be up — and the fit goes on later
+    with the same command without ``until``)."""
     if until is not None and until not in STEPS:
         raise R2AInputError(f"until={until!r}: expected one of {', '.join(STEPS)}")
     out = Path(out)
-    base_artifacts = config.check_parts()
+    steps = STEPS if until is None else STEPS[:STEPS.index(until) + 1]
+    base_artifacts = config.check_parts(build_base=not set(steps) <= set(BASE_FREE_STEPS))
     out.mkdir(parents=True, exist_ok=True)
     manifest = _start_manifest(config, out, base_artifacts)
     write_json_atomic(out / MANIFEST, manifest)  # before any step: a fit stopped in its first step resumes too
@@ -84,7 +86,6 @@ def fit(config: FitConfig, out: str | Path, progress: bool = True, until: str | 
     stages: dict[str, Callable[[], list[Path]]] = {
         "graph": fitting.graph, "heldout": fitting.heldout, "retriever": fitting.retriever,
         "statistics": fitting.statistics, "gate": fitting.gate, "config": fitting.write_config}
-    steps = STEPS if until is None else STEPS[:STEPS.index(until) + 1]
     for name in tqdm(steps, desc="r2a fit", unit="step", disable=not progress):
         log.info("r2a fit: %s", name)
         with StepClock(out / STEP_CLOCKS / f"{name}.json", name) as clock:
@@ -158,14 +159,15 @@ def _start_manifest(config: FitConfig, out: Path, base_artifacts: dict[str, dict
                     ) -> dict[str, Any]:
     """The manifest of a new fit, or of the fit ``out`` holds — which must have been started with this config and,
     once a step has asked the base, the same base: the same spec loading the same files (``base_artifacts``, what
-    the base declares it loaded; another checkpoint served at the same address is another base)."""
+    the base declares it loaded; another checkpoint served at the same address is another base). ``base_artifacts``
+    None: the base was not built (only base-free steps run), so there is nothing to compare and the record stays."""
     path = out / MANIFEST
-    base_artifacts = base_artifacts or {}
     if path.exists():
         manifest = read_manifest_json(out, MANIFEST, FIT_FORMAT, "version", (FIT_VERSION,), "an r2a fit directory")
         before = {k: v for k, v in manifest.get("config", {}).items() if k in config.result_fields()}
         changed = sorted(k for k, v in config.result_fields().items() if before.get(k) != v)
-        if "base" not in changed and not _same_files(manifest.get("base_artifacts"), base_artifacts):
+        if "base" not in changed and base_artifacts is not None \
+                and not _same_files(manifest.get("base_artifacts"), base_artifacts):
             changed = sorted([*changed, "base"])
             log.info("%s: base %s now loads other files (%s) than when the fit started (%s)", out, config.base,
                      digests_shown(artifact_digests(base_artifacts)),
@@ -186,7 +188,8 @@ def _start_manifest(config: FitConfig, out: Path, base_artifacts: dict[str, dict
                      manifest.get("base"), config.base)
             manifest.setdefault("data_made_for_base", manifest.get("base"))
         manifest["config"], manifest["base"] = config.to_dict(), config.base  # workers and threads may differ too
-        manifest["base_artifacts"] = base_artifacts
+        if base_artifacts is not None:
+            manifest["base_artifacts"] = base_artifacts
         return manifest
     if any(out.iterdir()):
         raise R2AInputError(f"{out}: exists and holds no {MANIFEST}; give an empty or new --out")
@@ -199,7 +202,8 @@ BASE_FILES_HINT = " (its spec, or the files it loads: a server restarted with an
 
 
 def _same_files(recorded: dict[str, dict[str, str]] | None, now: dict[str, dict[str, str]]) -> bool:
-    """Whether the base loads what the fit recorded (role → sha256); a manifest from before the record says nothing."""
+    """Whether the base loads what the fit recorded (role → sha256); a manifest from before the record, or of a fit
+    that has not built its base yet (None), says nothing."""
     return recorded is None or artifact_digests(recorded) == artifact_digests(now)
 
 

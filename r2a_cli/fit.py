@@ -22,7 +22,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a config field (value parsed as YAML); repeatable")
     parser.add_argument("--until", default=None, choices=STEPS, metavar="STEP",
-                        help=f"stop after this step ({', '.join(STEPS)}); run again without it to go on")
+                        help=f"stop after this step ({', '.join(STEPS)}); run again without it to go on. Up to "
+                             "statistics the base is neither queried nor built: its server need not be up yet")
     parser.add_argument("--no-progress", action="store_true", help="hide progress bars")
     return parser
 

@@ -187,8 +187,10 @@ def test_a_fit_stopped_after_its_graph_resumes_at_the_next_step(tmp_path, monkey
         raise Redone("heldout")
 
     config, out = FitConfig.from_dict(TOY), tmp_path / "fit"
-    fit(FitConfig.from_dict({**TOY, "base": "builtin:?n_action_steps=4"}), out, progress=False, until="graph")
-    assert list(json.loads((out / MANIFEST).read_text())["steps"]) == ["graph"]
+    no_server = "openpi:ws://127.0.0.1:9"  # a policy still training: nothing answers there yet
+    fit(FitConfig.from_dict({**TOY, "base": no_server}), out, progress=False, until="graph")  # not even built
+    recorded = json.loads((out / MANIFEST).read_text())
+    assert list(recorded["steps"]) == ["graph"] and recorded["base_artifacts"] is None
     # the graph never queried the base: the fit goes on with another one (the data's base is recorded), and with
     # other settings that only later steps read (not with one the graph read)
     with pytest.raises(R2AInputError, match="differs in graph_episodes"):
@@ -199,7 +201,8 @@ def test_a_fit_stopped_after_its_graph_resumes_at_the_next_step(tmp_path, monkey
     with pytest.raises(Redone, match="heldout"):
         fit(config, out, progress=False)
     manifest = json.loads((out / MANIFEST).read_text())
-    assert manifest["base"] == "builtin" and manifest["data_made_for_base"] == "builtin:?n_action_steps=4"
+    assert manifest["base"] == "builtin" and manifest["data_made_for_base"] == no_server
+    assert set(manifest["base_artifacts"]) == {"base_checkpoint"}  # built now: the base the steps to come ask
     with pytest.raises(R2AInputError, match="until='train'"):
         fit(config, out, progress=False, until="train")
 
