@@ -28,8 +28,8 @@ class BenchConfig(TypedConfig):
     seed: int = 100_000
     """seed of episode 0 — benchmark test seeds start at 100000; train, tune and calibrate below it"""
     image_size: int = 64
-    """square camera resolution in pixels (64: what the built-in VLA was trained on; every shipped config uses it,
-    except the tests' tiny smoke config)"""
+    """square camera resolution in pixels (64: what the built-in VLA was trained on, as the built-in configs use;
+    the LIBERO configs render 128 px, as the LIBERO bases' demos were recorded, or 256 for openpi's checkpoints)"""
     n_action_steps: int | None = None
     """steps executed from each action chunk before re-querying the policy (null: the policy's own setting)"""
     competence_threshold: float = 0.2

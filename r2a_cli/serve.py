@@ -91,7 +91,7 @@ def build_server(args: argparse.Namespace) -> Any:
         spec = args.policy or "builtin"
         policy = make_policy(spec, sim=None, seed=0)
         metadata = dict(getattr(policy, "metadata", None) or {"policy": spec})
-    log.info("serving %s on ws://%s:%d", args.policy or "builtin", args.host, args.port)
+    log.info("%s loaded; opening the server on %s:%d", args.policy or "builtin", args.host, args.port)
     return PolicyServer(policy, host=args.host, port=args.port, metadata=metadata,
                         api_key=args.api_key or os.environ.get(API_KEY_ENV), limits=limits)
 
