@@ -207,6 +207,19 @@ def test_a_retriever_runs_on_another_graph_only_when_asked(graph_dir, caplog):
     assert np.isfinite(out["actions"]).all() and np.abs(out["actions"]).max() <= 1.0
 
 
+@pytest.mark.parametrize("own, warned", [(None, False), (8, False), (100, True)])
+def test_a_base_that_replans_otherwise_alone_is_said_once(graph_dir, caplog, own, warned):
+    """A lerobot checkpoint left at its default executes 100 actions of a chunk alone; R2A always executes 8."""
+    base = ScriptedBase()
+    base.n_action_steps = own
+    with caplog.at_level("WARNING", logger="r2a.wrapper.policy"):
+        policy, _ = _r2a(graph_dir, base=base)
+        policy.infer(_obs(0))
+    said = [r.getMessage() for r in caplog.records if "re-plans" in r.getMessage()]
+    assert said == (["the base executes 100 actions of each chunk on its own; R2A executes 8 (executed_steps), so "
+                     "R2A re-plans more often than the base alone"] if warned else [])
+
+
 def test_the_episode_trace_keeps_each_query_s_gate_fallback_and_the_recovery_span(graph_dir):
     """What the benchmark records per query (episode schema v2) from the wrapper's replies: a blended query's gate,
     a fallback's reason, the servo's steps as one span."""

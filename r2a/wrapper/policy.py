@@ -78,6 +78,7 @@ class R2APolicy:
     def __init__(self, base: Policy, parts: WrapperParts, metadata: dict[str, Any] | None = None) -> None:
         self.base, self.parts = base, parts
         self.action_space = parts.action_space
+        _warn_on_other_replanning(base, parts.executed_steps)
         self.history = ExecutionHistory(parts.action_space.dim)
         self.errors = 0
         self._extra_metadata = dict(metadata or {})
@@ -271,6 +272,16 @@ def _pose(obs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, float] | None:
     if not (np.isfinite(pos).all() and np.isfinite(quat).all() and np.isfinite(grip)) or np.linalg.norm(quat) < 1e-6:
         return None
     return pos, quat, grip
+
+
+def _warn_on_other_replanning(base: Policy, executed_steps: int) -> None:
+    """R2A executes ``executed_steps`` of each chunk whatever the base does alone (a lerobot checkpoint left at its
+    default executes 100): said once, since a benchmark pair then differs in how often it re-plans, not only in R2A."""
+    own = getattr(base, "n_action_steps", None)
+    if isinstance(own, int) and own != executed_steps:
+        log.warning("the base executes %d actions of each chunk on its own; R2A executes %d (executed_steps), so R2A "
+                    "re-plans %s often than the base alone", own, executed_steps,
+                    "more" if executed_steps < own else "less")
 
 
 def _fallback(reason: str, step: int) -> dict[str, Any]:
