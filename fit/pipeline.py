@@ -7,9 +7,9 @@ module that owns it (the same recipe as ``r2a/assets/R2A_ASSETS.md``):
 1. ``graph``: expert demonstrations per task (or the user's files), state only → the motion graph;
 2. ``heldout``: expert demonstrations held out of the graph, with cameras, and their re-renders under the
    training-split shifts (only the pictures change);
-3. ``retriever``: the GNN retriever trained on the base's chunks at those frames;
-4. ``statistics``: the image statistics of the gate's image signal (agentview) and of harmonization (both cameras,
-   every level of the image factors);
+3. ``statistics``: the image statistics of the gate's image signal (agentview) and of harmonization (both cameras,
+   every level of the image factors) — the last step that neither queries nor builds the base;
+4. ``retriever``: the GNN retriever trained on the base's chunks at those frames;
 5. ``gate``: the learned gate on the held-out rows, then ``dagger_rounds`` online rounds — the wrapper with the
    current gate drives under the training-split shifts, the scripted expert labels every state with its own next
    8 actions, and the gate is retrained on all rows;

@@ -274,19 +274,25 @@ def _pose(obs: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, float] | None:
     return pos, quat, grip
 
 
+#: (the base's own n_action_steps, R2A's executed_steps) pairs already warned about in this process
+_REPLANNING_WARNED: set[tuple[int, int]] = set()
+
+
 def _warn_on_other_replanning(base: Policy, executed_steps: int) -> None:
     """R2A executes ``executed_steps`` of each chunk whatever the base does alone (a lerobot checkpoint left at its
-    default executes 100): said once, since a benchmark pair then differs in how often it re-plans, not only in R2A."""
+    default executes 100), so a benchmark pair may differ in how often it re-plans, not only in R2A: said once per
+    process (a benchmark builds a wrapper per episode)."""
     own = getattr(base, "n_action_steps", None)
-    if isinstance(own, int) and own != executed_steps:
-        log.warning("the base executes %d actions of each chunk on its own; R2A executes %d (executed_steps), so R2A "
-                    "re-plans %s often than the base alone", own, executed_steps,
-                    "more" if executed_steps < own else "less")
+    if not isinstance(own, int) or own == executed_steps or (own, executed_steps) in _REPLANNING_WARNED:
+        return
+    _REPLANNING_WARNED.add((own, executed_steps))
+    log.warning("the base executes %d actions of each chunk on its own; R2A executes %d (executed_steps), so R2A "
+                "re-plans %s often than the base alone (unless a run's n_action_steps sets both)", own,
+                executed_steps, "more" if executed_steps < own else "less")
 
 
 def _fallback(reason: str, step: int) -> dict[str, Any]:
     return {"fallback": reason, "step": step, "recovery": False}
-
 
 
 def summarize_diagnostics(diagnostics: list[dict[str, Any]]) -> dict[str, Any]:
