@@ -86,3 +86,5 @@ def test_a_factor_with_several_levels_gets_a_pooled_row():
     pooled = rows[("camera", "all")]
     assert (pooled["tasks"], pooled["episodes"], pooled["successes"]) == (2, 6, 4)
     assert pooled["sr_macro"] == round((2 / 3 + 2 / 3) / 2, 4) and rows[("camera", 2)]["episodes"] == 3
+    level1 = rows[("camera", 1)]  # A 2 of 2, B 0 of 1: pooled 2/3, the mean of the tasks' rates 1/2
+    assert (level1["sr"], level1["sr_macro"]) == (round(2 / 3, 4), 0.5)

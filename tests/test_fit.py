@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -71,15 +72,16 @@ def test_a_toy_fit_makes_every_part_and_a_config_that_wraps_the_base(fitted):
     assert all(artifacts[k]["path"].startswith(str(moved)) for k in ("graph", "retriever", "gate", "harmonize_stats"))
 
 
-def test_a_fit_resumes_and_refuses_another_config_in_its_directory(fitted):
+def test_a_fit_resumes_and_refuses_another_config_in_its_directory(fitted, monkeypatch):
     from fit.pipeline import fit
 
     config, out, manifest = fitted
-    again = fit(config, out, progress=False)  # every output exists: nothing is redone
-    assert again["steps"]["gate"]["outputs"] == manifest["steps"]["gate"]["outputs"]
+    _refuse_work(monkeypatch)
+    again = fit(config, out, progress=False)  # every output exists: nothing is redone (_refuse_work raises if so)
+    assert again["parts"] == manifest["parts"] and again["steps"].keys() == manifest["steps"].keys()
     with pytest.raises(R2AInputError, match="another config .*retriever_steps"):
         fit(FitConfig.from_dict({**TOY, "retriever_steps": 5}), out, progress=False)
-    assert fit(FitConfig.from_dict({**TOY, "workers": 2}), out, progress=False)  # execution fields may differ
+    assert fit(FitConfig.from_dict({**TOY, "workers": 2}), out, progress=False)["parts"] == manifest["parts"]
     with pytest.raises(R2AInputError, match="differs in base.*only fields a step that has not run yet reads"):
         fit(FitConfig.from_dict({**TOY, "base": "builtin:?n_action_steps=4"}), out, progress=False)  # retriever read it
     with pytest.raises(R2AInputError, match="differs in deploy"):  # the config step wrote r2a.yaml with it
@@ -110,6 +112,7 @@ def _refuse_work(monkeypatch) -> None:
     import gating.train
     import graph_builder.build
     import training.retriever.train
+    from fit.pipeline import Fitting
 
     def refuse(*args, **kwargs):
         raise Redone
@@ -118,6 +121,13 @@ def _refuse_work(monkeypatch) -> None:
                          (graph_builder.build, "build_graph_from_paths"),
                          (training.retriever.train, "train_retriever")):
         monkeypatch.setattr(module, name, refuse)
+
+    def no_new_files(self, jobs, what):  # re-renders and DAgger rollouts run in spawned workers the patches miss
+        missing = [kwargs["out"] for _, kwargs in jobs if not Path(kwargs["out"]).exists()]
+        if missing:
+            raise Redone(f"{what}: {missing}")
+
+    monkeypatch.setattr(Fitting, "_parallel", no_new_files)
 
 
 def test_a_resumed_fit_redoes_nothing_that_finished(fitted, tmp_path, monkeypatch):
@@ -223,7 +233,8 @@ def test_fields_a_resumed_fit_may_change_are_fields_read_only_from_a_later_step(
     names = {f.name for f in fields(FitConfig)}
     assert set(FIRST_READ_BY) <= names and not set(FIRST_READ_BY) & set(EXECUTION_FIELDS)
     assert set(FIRST_READ_BY.values()) <= set(STEPS) - {STEPS[0]}  # the first step reads every other field
-    assert FIRST_READ_BY["base"] == STEPS[len(BASE_FREE_STEPS)] and FIRST_READ_BY["deploy"] == "config"
+    assert STEPS[:len(BASE_FREE_STEPS)] == BASE_FREE_STEPS  # the base-free steps run first, then the base's
+    assert FIRST_READ_BY["base"] not in BASE_FREE_STEPS and FIRST_READ_BY["deploy"] == "config"
 
 
 def test_the_shipped_fit_configs_load():

@@ -72,3 +72,18 @@ def test_the_script_names_the_candidates_when_a_run_has_several(tmp_path):
     done = subprocess.run([sys.executable, str(SCRIPT), str(tmp_path), "--label", "x"], cwd=ROOT,
                           capture_output=True, text=True)
     assert done.returncode != 0 and "summary.json" in done.stderr
+
+
+def test_the_rounding_by_hand_worked_values():
+    """The script's rounding, independent of any run: halves away from zero, a real minus, three decimals with a
+    shared trailing zero dropped, bold only where the interval excludes zero."""
+    import runpy
+
+    script = runpy.run_path(str(SCRIPT))
+    points, rates, bold_if = script["points"], script["rates"], script["bold_if"]
+    assert [points(v) for v in (-0.0125, 0.0125, 0.0, 0.17142857, -0.108)] == ["−1.3", "+1.3", "+0.0", "+17.1",
+                                                                                 "−10.8"]
+    assert [rates(*pair) for pair in ((0.568, 0.67), (0.85, 0.85), (0.475, 0.625), (0.8775, 0.8375))] == [
+        "0.568 → 0.670", "0.85 → 0.85", "0.475 → 0.625", "0.878 → 0.838"]
+    assert [bold_if("x", ci) for ci in ((0.01, 0.2), (-0.2, -0.01), (0.0, 0.2), (-0.1, 0.1), (None, 0.2))] == [
+        "**x**", "**x**", "x", "x", "x"]
