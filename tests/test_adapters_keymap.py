@@ -138,3 +138,33 @@ def test_missing_yaml_and_bare_names(tmp_path):
     assert adapter_yaml("openpi_libero") == ADAPTER_DIR / "openpi_libero.yaml"
     config = load_adapter_config(_write(tmp_path, "format_version: 1\ncheckpoint: ~/ckpt\ndevice: cuda\n"))
     assert config.checkpoint == Path("~/ckpt").expanduser() and config.device == "cuda"
+
+
+def test_map_present_writes_only_what_the_observation_holds_as_map_obs_would():
+    """The R2A proxy overlays what its wrapper changed (a harmonized camera) on the client's own request: those keys
+    must come out flipped and resized exactly as map_obs does, and nothing else may be derived or invented."""
+    keymap = load_adapter_config(ADAPTER_DIR / "openpi_libero.yaml").keymap
+    full = keymap.map_obs(_obs())
+    only_camera = keymap.map_present({"images/agentview": _obs()["images/agentview"]})
+    assert list(only_camera) == ["observation/image"]
+    np.testing.assert_array_equal(only_camera["observation/image"], full["observation/image"])
+    # the LIBERO state's sources are LIBERO's own keys: from ours alone map_obs derives them, map_present does not
+    assert "observation/state" not in keymap.map_present({k: v for k, v in _obs().items() if k.startswith("state/")})
+    assert keymap.map_present({"prompt": "open it"}) == {"prompt": "open it"}
+    identity = load_keymap(ADAPTER_DIR / "identity.yaml")  # keep_unmapped: every key passes as it is
+    assert identity.map_present({"state/step": 4, "x": 1}) == {"state/step": 4, "x": 1}
+
+
+def test_changed_keys_are_what_the_wrapper_changed_from_the_clients_observation():
+    from r2a.serve.upstream import CLIENT_OBS, CLIENT_OURS, changed_keys
+
+    before = _obs()
+    harmonized = before["images/agentview"].copy()
+    harmonized[0, 0] ^= 1
+    obs = {**before, "images/agentview": harmonized, "state/step": np.int64(3), "state/extra": 1.0,
+           CLIENT_OBS: {"observation/image": None}, CLIENT_OURS: before}
+    # the same step as a 0-d array counts as the same; an image one pixel apart and a key the client lacked differ
+    assert sorted(changed_keys(obs)) == ["images/agentview", "state/extra"]
+    same_values_other_dtype = {**before, "images/wrist": before["images/wrist"].astype(np.float32),
+                               CLIENT_OURS: before}
+    assert list(changed_keys(same_values_other_dtype)) == ["images/wrist"]

@@ -225,6 +225,64 @@ def test_a_fit_never_draws_a_test_seed(field, value, what):
         FitConfig.from_dict({**TOY, field: value, "heldout_episodes": 2})
 
 
+@pytest.mark.parametrize("change, message", [
+    ({"tasks": []}, "tasks: give at least one task"),
+    ({"tasks": ["Lift", "Lift"]}, r"tasks: \['Lift'\] appear more than once"),
+    ({"dagger_tasks": ["Stack"]}, r"dagger_tasks \['Stack'\]: not among tasks"),
+    ({"workers": 0}, "each must be >= 1"),
+    ({"dagger_rounds": 1, "dagger_episodes": 0}, "with rounds, episodes >= 1"),
+    ({"dagger_episodes": 1001}, "dagger_episodes=1001: at most 1000"),
+    ({"graph_seed": 20001}, r"heldout_seed \(20000…20001\) and graph_seed \(20001…20003\) overlap"),
+    ({"shifts": ["light2"]}, "shift 'light2': expected FACTOR:LEVEL"),
+    ({"shifts": ["layout:2"], "harmonize_factors": ["light"]}, r"shifts \['layout'\]: the detectors are fitted"),
+])
+def test_a_fit_config_that_cannot_be_fitted_is_refused_by_name(change, message):
+    with pytest.raises(R2AInputError, match=message):
+        FitConfig.from_dict({**TOY, **change})
+
+
+def test_a_fit_refuses_a_shift_its_gate_would_refuse_before_any_step(tmp_path):
+    from fit.pipeline import fit
+
+    with pytest.raises(R2AInputError, match=r"\['layout:3'\]: not in the gate's training split"):
+        fit(FitConfig.from_dict({**TOY, "shifts": ["light:2", "layout:3"]}), tmp_path / "out", progress=False,
+            until="graph")
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_fit_refuses_an_out_that_holds_something_else(tmp_path):
+    from fit.pipeline import MANIFEST, fit
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    with pytest.raises(R2AInputError, match="exists and holds no fit.json; give an empty or new --out"):
+        fit(FitConfig.from_dict(TOY), out, progress=False, until="graph")
+    (out / MANIFEST).write_text(json.dumps({"format": "r2a.fit", "version": 99}))
+    with pytest.raises(R2AInputError, match="version"):
+        fit(FitConfig.from_dict(TOY), out, progress=False, until="graph")
+    assert (out / "notes.txt").read_text() == "mine"
+
+
+def test_the_command_takes_set_and_until_and_says_what_it_made(tmp_path, capsys):
+    import yaml
+
+    from fit.pipeline import MANIFEST
+    from r2a_cli.main import main
+
+    config = tmp_path / "toy.yaml"
+    config.write_text(yaml.safe_dump(TOY))
+    out = tmp_path / "out"
+    args = ["fit", "--config", str(config), "--out", str(out), "--no-progress"]
+    assert main([*args, "--set", "graph_episodes=2", "--set", "base=openpi:ws://127.0.0.1:9", "--until", "graph"]) == 0
+    said = json.loads(capsys.readouterr().out)
+    assert list(said["steps"]) == ["graph"] and said["policy"] == f"r2a:{out}"
+    recorded = json.loads((out / MANIFEST).read_text())
+    assert recorded["config"]["graph_episodes"] == 2 and recorded["base"] == "openpi:ws://127.0.0.1:9"
+    assert main([*args, "--set", "graph_episode=2"]) == 2
+    assert "graph_episode" in capsys.readouterr().err
+
+
 def test_fields_a_resumed_fit_may_change_are_fields_read_only_from_a_later_step():
     from dataclasses import fields
 
