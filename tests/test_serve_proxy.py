@@ -61,6 +61,10 @@ class ChunkUpstream:
             return {**extra, "actions": np.zeros((10, 5), np.float32)}
         if self.mode == "nan":
             return {**extra, "actions": np.full((10, 7), np.nan, np.float32)}
+        if self.mode == "empty":
+            return {**extra, "actions": np.zeros((0, 7), np.float32)}
+        if self.mode == "huge":
+            return {**extra, "actions": 4 * self.CHUNK}
         return {**extra, "actions": self.CHUNK.copy()}
 
 
@@ -146,10 +150,24 @@ def test_a_fallback_returns_the_upstreams_actions_unchanged(demos):
     np.testing.assert_array_equal(reply["actions"], ChunkUpstream.CHUNK[:8])
 
 
+def test_an_out_of_bounds_upstream_chunk_is_clipped_where_r2a_blends_and_where_it_falls_back(demos):
+    for overrides, fallback in (((), None), (("fallback.max_seed_distance=0.000001",), "far_from_graph")):
+        s = Stack(demos[1], *overrides)
+        s.upstream.mode = "huge"  # up to ±2.4 where the action space ends at ±1
+        try:
+            reply = s.client.infer(_libero_obs(demos[0]))
+        finally:
+            s.close()
+        assert reply["r2a"]["fallback"] == fallback and np.abs(reply["actions"]).max() <= 1.0
+        if fallback:  # the upstream's chunk, only clipped
+            np.testing.assert_array_equal(reply["actions"], np.clip(4 * ChunkUpstream.CHUNK[:8], -1, 1))
+
+
 @pytest.mark.parametrize("mode, message", [
     ("no_actions", r"replied with a map with keys \['note', 'server_timing'\]; expected a map with 'actions'"),
     ("wrong_shape", r"malformed reply: .*actions of shape \(10, 5\), expected \(H, 7\)"),
     ("nan", r"replied with 70 non-finite action value\(s\) of 70"),
+    ("empty", r"replied with actions of shape \(0, 7\), expected \(H, 7\) with H >= 1"),
     ("raise", r"failed \(ValueError: the model exploded\)")])
 def test_a_bad_upstream_reply_is_a_clear_error_frame_and_the_proxy_keeps_serving(stack, demos, mode, message):
     obs = _libero_obs(demos[0])
