@@ -341,6 +341,36 @@ def test_r2a_serve_upstream_builds_the_proxy_from_the_command_line(demos, monkey
             serve_cli.run(parse(["--upstream", url, "--upstream-retry", "0"]))
 
 
+def test_the_upstream_api_key_comes_from_the_flag_the_environment_or_the_adapters_variable(demos, monkeypatch,
+                                                                                            tmp_path):
+    served = []
+    monkeypatch.setattr(PolicyServer, "serve_forever", lambda self: served.append(self))
+    monkeypatch.delenv(serve_cli.UPSTREAM_API_KEY_ENV, raising=False)
+    monkeypatch.delenv("MY_VLA_KEY", raising=False)
+    parse = serve_cli.build_parser("r2a serve").parse_args
+    with PolicyServer(ChunkUpstream(), port=0, metadata=UPSTREAM_METADATA, api_key="sesame") as upstream:
+        adapter = tmp_path / "keyed.yaml"
+        adapter.write_text(f"format_version: 1\nkeep_unmapped: true\nurl: ws://127.0.0.1:{upstream.port}\n"
+                           "api_key_env: MY_VLA_KEY\n")
+        argv = ["--policy", _spec(demos[1]), "--keymap", str(adapter), "--upstream-wait", "5", "--port", "0"]
+        with pytest.raises(R2AInputError, match=r"keyed.yaml: api_key_env names \$MY_VLA_KEY, which is not set"):
+            serve_cli.run(parse(argv))
+        for where in ("adapter", "environment", "flag"):  # each found key opens the keyed upstream
+            extra = ["--upstream-api-key", "sesame"] if where == "flag" else []
+            if where == "adapter":
+                monkeypatch.setenv("MY_VLA_KEY", "sesame")
+            if where == "environment":
+                monkeypatch.setenv("MY_VLA_KEY", "wrong")  # the r2a variable comes first
+                monkeypatch.setenv(serve_cli.UPSTREAM_API_KEY_ENV, "sesame")
+            if where == "flag":
+                monkeypatch.setenv(serve_cli.UPSTREAM_API_KEY_ENV, "wrong")  # the flag comes first
+            assert serve_cli.run(parse([*argv, *extra])) == 0
+            served.pop().policy.close()
+        monkeypatch.setenv(serve_cli.UPSTREAM_API_KEY_ENV, "wrong")
+        with pytest.raises(R2AInputError, match="API key"):
+            serve_cli.run(parse(argv))
+
+
 def test_proxy_latency_smoke():
     from eval.perf.retrieval_latency import format_table, measure_proxy_latency
 
