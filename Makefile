@@ -13,7 +13,8 @@ export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
 	install-libero test-libero results-libero-clean results-libero \
-	install-liberoplus test-liberoplus results-liberoplus lerobot-venv results-libero-strong results-noharm \
+	install-liberoplus test-liberoplus results-liberoplus lerobot-venv test-lerobot results-libero-strong \
+	results-noharm \
 	train-act results-act
 
 $(PY):
@@ -177,6 +178,11 @@ $(LEROBOT_R2A_STAMP): $(LEROBOT_STAMP) pyproject.toml setup.py
 	touch $(LEROBOT_R2A_STAMP)
 
 lerobot-venv: $(LEROBOT_R2A_STAMP)
+
+# the cross-venv path that `make test` skips without the lerobot venv: export → tiny ACT by lerobot-train → adapter
+# check → served from the lerobot venv and wrapped from this one (~30 s once the venv exists)
+test-lerobot: install lerobot-venv
+	R2A_LEROBOT_VENV=$(LEROBOT_VENV) $(PY) -m pytest -q tests/test_lerobot_venv.py
 
 # Issue 49's variants, chosen on training seeds (docs/experiments/do_no_harm.md), each paired with its base re-run on
 # the same machine (episodes replay only on one machine) in docs/results/noharm/: the standard config and clean at
