@@ -203,6 +203,34 @@ def test_upstream_down_is_an_error_frame_then_the_proxy_reconnects(demos):
 
 
 @takes_over_reserved_port
+def test_a_reset_with_the_upstream_down_neither_fails_nor_waits_and_the_next_request_reconnects(demos, caplog):
+    """A robot client resets between episodes; an upstream restarting then must not fail the reset (the proxy
+    warns, drops the connection and reconnects at the next request)."""
+    episodes, graph_dir = demos
+    ep = episodes[2]
+    obs = {"state/ee_pos": ep.ee_pos[16], "state/ee_quat": ep.ee_quat[16], "state/gripper": np.float32(ep.gripper[16]),
+           "prompt": ep.instruction, "state/step": 16}
+    with _reserved_port() as port:
+        s = Stack(graph_dir, keymap=KeyMap.identity(), port=port, retry=0.3)
+        try:
+            with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{s.port}") as ours:
+                ours.infer(obs)
+                s.upstream_server.stop()
+                with caplog.at_level("WARNING", logger="r2a.serve.upstream"):
+                    ours.reset()  # the proxy's reset reaches the wrapper; the upstream's is not delivered
+                    ours.reset()  # now known to be down: not tried at all
+                assert len(s.proxy.wrapper.history) == 0
+                warned = [r.getMessage() for r in caplog.records if r.name == "r2a.serve.upstream"]
+                assert len(warned) == 1 and f"upstream ws://127.0.0.1:{port}: the reset was not delivered" in warned[0]
+                restarted = ChunkUpstream()
+                s.upstream_server = PolicyServer(restarted, port=port, metadata=UPSTREAM_METADATA)
+                s.upstream_server.start()
+                assert ours.infer(obs)["actions"].shape == (8, 7) and len(restarted.seen) == 1
+        finally:
+            s.close()
+
+
+@takes_over_reserved_port
 def test_an_upstream_down_at_start_fails_clearly(demos):
     with _reserved_port() as port:
         with pytest.raises(R2AInputError, match=rf"--upstream: policy server ws://127.0.0.1:{port}: nothing "
