@@ -217,6 +217,20 @@ def test_a_fit_stopped_after_its_graph_resumes_at_the_next_step(tmp_path, monkey
         fit(config, out, progress=False, until="train")
 
 
+def test_the_base_free_steps_run_to_statistics_while_nothing_serves_the_base(tmp_path):
+    """The documented workflow: a fit's data made while the policy still trains (its server not up)."""
+    from fit.pipeline import MANIFEST, fit
+
+    out = tmp_path / "fit"
+    manifest = fit(FitConfig.from_dict({**TOY, "base": "openpi:ws://127.0.0.1:9"}), out, progress=False,
+                   until="statistics")
+    assert list(manifest["steps"]) == ["graph", "heldout", "statistics"] and manifest["base_artifacts"] is None
+    assert json.loads((out / MANIFEST).read_text())["steps"] == manifest["steps"]
+    assert (out / "image_stats.json").exists() and (out / "harmonize_stats.json").exists()
+    assert not list((out / "work").rglob("base_chunks/*"))  # nothing asked of the base
+    assert not (out / "r2a.yaml").exists() and not (out / "retriever").exists()
+
+
 @pytest.mark.parametrize("field, value, what", [("heldout_seed", 99_999, "heldout_seed"),
                                                  ("dagger_seed", 99_000, "dagger_seed \\(round 1\\)"),
                                                  ("shift_seed", 100_000, "shift_seed")])
