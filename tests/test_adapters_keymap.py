@@ -155,6 +155,24 @@ def test_map_present_writes_only_what_the_observation_holds_as_map_obs_would():
     assert identity.map_present({"state/step": 4, "x": 1}) == {"state/step": 4, "x": 1}
 
 
+def test_an_image_the_proxy_recovers_goes_back_upstream_bit_for_bit_and_a_harmonized_pixel_where_it_belongs():
+    """Behind ``r2a serve --upstream`` with openpi's LIBERO keys, R2A reads the client's images with the flip undone
+    (upright, at the model's size) and a harmonized camera is mapped back over the client's request: unchanged, that
+    round trip must give the client's image exactly; changed, the change must land at the flipped position."""
+    keymap = load_adapter_config(ADAPTER_DIR / "openpi_libero.yaml").keymap
+    request = keymap.map_obs(_obs())  # what openpi's example client sends: 224 px, our upright view mirrored
+    ours = keymap.unmap_images(request)
+    assert sorted(ours) == ["images/agentview", "images/wrist"] and ours["images/agentview"].shape == (224, 224, 3)
+    back = keymap.map_present(ours)
+    for model_key in ("observation/image", "observation/wrist_image"):
+        np.testing.assert_array_equal(back[model_key], request[model_key])
+    harmonized = ours["images/agentview"].copy()
+    harmonized[10, 20] = 255 - harmonized[10, 20]  # one upright pixel changed, near the top left
+    forwarded = keymap.map_present({"images/agentview": harmonized})["observation/image"]
+    differs = np.argwhere((forwarded != request["observation/image"]).any(axis=-1))
+    assert differs.tolist() == [[10, 223 - 20]]  # LIBERO's bottom-up rows turned 180°: only the columns reverse
+
+
 def test_changed_keys_are_what_the_wrapper_changed_from_the_clients_observation():
     from r2a.serve.upstream import CLIENT_OBS, CLIENT_OURS, changed_keys
 
