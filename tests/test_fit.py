@@ -146,6 +146,20 @@ def test_a_resumed_fit_redoes_nothing_that_finished(fitted, tmp_path, monkeypatc
     assert (copy / "r2a.yaml").exists()
 
 
+def test_a_resumed_fit_keeps_a_hand_edited_r2a_yaml(fitted, tmp_path, monkeypatch):
+    """The config step writes r2a.yaml once: a user's edit (a gate threshold, a comment) survives a rerun."""
+    from fit.pipeline import fit
+
+    config, out, manifest = fitted
+    copy = tmp_path / "copy"
+    shutil.copytree(out, copy)
+    edited = (copy / "r2a.yaml").read_text() + "# tuned by hand\n"
+    (copy / "r2a.yaml").write_text(edited)
+    _refuse_work(monkeypatch)
+    again = fit(config, copy, progress=False)
+    assert (copy / "r2a.yaml").read_text() == edited and again["parts"] == manifest["parts"]
+
+
 def test_a_step_killed_midway_keeps_its_seconds_for_the_next_attempt(tmp_path, monkeypatch):
     from fit import pipeline
 
