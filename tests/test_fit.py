@@ -245,6 +245,23 @@ def test_the_base_free_steps_run_to_statistics_while_nothing_serves_the_base(tmp
     assert not (out / "r2a.yaml").exists() and not (out / "retriever").exists()
 
 
+@pytest.mark.parametrize("path", sorted(Path("configs/fit").glob("*.yaml")), ids=lambda p: p.name)
+def test_a_shipped_fit_config_passes_the_checks_a_fit_runs_before_its_first_step(path, monkeypatch):
+    """Its shifts, the gate's split, the retriever's and R2A's configs and its base (the shipped checkpoint). Without
+    LIBERO (``make test`` does not install it) the check refuses naming the install; the rest is checked past it."""
+    import sim.envs.libero_env as libero_env
+
+    config = FitConfig.from_yaml(path, [])
+    try:
+        libero_env.libero_assets_dir()
+    except R2AInputError:
+        with pytest.raises(R2AInputError, match="make install-libero"):
+            config.check_parts()
+        monkeypatch.setattr(libero_env, "libero_assets_dir", lambda: Path("."))
+    artifacts = config.check_parts()
+    assert set(artifacts) == {"base_checkpoint"} and len(artifacts["base_checkpoint"]["sha256"]) == 64
+
+
 @pytest.mark.parametrize("field, value, what", [("heldout_seed", 99_999, "heldout_seed"),
                                                  ("dagger_seed", 99_000, "dagger_seed \\(round 1\\)"),
                                                  ("shift_seed", 100_000, "shift_seed")])
