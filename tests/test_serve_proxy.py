@@ -83,6 +83,12 @@ def _libero_obs(episodes, index: int = 3, t: int = 20) -> dict:
             "prompt": ep.instruction}
 
 
+def _r2a_obs(ep, t: int) -> dict:
+    """A client speaking r2a's own keys (KeyMap.identity()) at a synthetic demo frame."""
+    return {"state/ee_pos": ep.ee_pos[t], "state/ee_quat": ep.ee_quat[t], "state/gripper": np.float32(ep.gripper[t]),
+            "prompt": ep.instruction, "state/step": t}
+
+
 class Stack:
     """An upstream server, the proxy in front of it and openpi's client talking to the proxy."""
 
@@ -207,9 +213,7 @@ def test_a_reset_with_the_upstream_down_neither_fails_nor_waits_and_the_next_req
     """A robot client resets between episodes; an upstream restarting then must not fail the reset (the proxy
     warns, drops the connection and reconnects at the next request)."""
     episodes, graph_dir = demos
-    ep = episodes[2]
-    obs = {"state/ee_pos": ep.ee_pos[16], "state/ee_quat": ep.ee_quat[16], "state/gripper": np.float32(ep.gripper[16]),
-           "prompt": ep.instruction, "state/step": 16}
+    obs = _r2a_obs(episodes[2], 16)
     with _reserved_port() as port:
         s = Stack(graph_dir, keymap=KeyMap.identity(), port=port, retry=0.3)
         try:
@@ -262,9 +266,7 @@ def test_adapters_and_specs_the_proxy_cannot_use_are_refused_before_connecting(d
 def test_our_client_resets_the_proxy_and_a_new_prompt_or_an_earlier_step_starts_an_episode(demos):
     episodes, graph_dir = demos
     s = Stack(graph_dir, keymap=KeyMap.identity())  # a client that speaks r2a's own keys
-    ep = episodes[2]
-    obs = {"state/ee_pos": ep.ee_pos[16], "state/ee_quat": ep.ee_quat[16], "state/gripper": np.float32(ep.gripper[16]),
-           "prompt": ep.instruction, "state/step": 16}
+    obs = _r2a_obs(episodes[2], 16)
     try:
         with OpenPIWebsocketPolicy(f"ws://127.0.0.1:{s.port}") as ours:
             assert ours.metadata["r2a"]["spec"].startswith("r2a:") and ours.n_action_steps == 8
