@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -80,6 +81,19 @@ def default_lerobot_keymap(config: Mapping[str, Any], where: str = "config.json"
     action_shape = ((config.get("output_features") or {}).get("action") or {}).get("shape") or [None]
     return KeyMap(images=images, state=state, copy={"task": PROMPT}, source=f"default key map of {where}",
                   actions=ActionMap(model_dim=action_shape[0]))
+
+
+def lerobot_keymap(config: Mapping[str, Any], keymap: KeyMap | None, where: str = "config.json") -> KeyMap:
+    """The key map a checkpoint is fed: an adapter YAML's, or the checkpoint's default where the YAML maps no
+    observation — a YAML that only says where the checkpoint is and which device serves it (its ``actions:``, if
+    any, still applies) — so that serving on a GPU does not silently feed the model nothing."""
+    if keymap is not None and (keymap.images or keymap.state or keymap.copy or keymap.keep_unmapped):
+        return keymap
+    default = default_lerobot_keymap(config, where)
+    if keymap is None:
+        return default
+    actions = replace(keymap.actions, model_dim=keymap.actions.model_dim or default.actions.model_dim)
+    return replace(default, actions=actions, source=f"{default.source} ({keymap.source} maps no observation)")
 
 
 #: where ``lerobot-train`` puts the latest weights below its ``--output_dir`` (and below one checkpoint's directory)
@@ -154,7 +168,7 @@ class LeRobotPolicy:
         if mode not in ("auto", "chunk", "select"):
             raise R2AInputError(f"LeRobotPolicy mode '{mode}': expected auto, chunk or select")
         self.path, config = read_checkpoint_config(checkpoint_dir)
-        self.keymap = keymap or default_lerobot_keymap(config, str(self.path / "config.json"))
+        self.keymap = lerobot_keymap(config, keymap, str(self.path / "config.json"))
         self.action_space, self.device, self.type = action_space, device, config["type"]
         get_policy_class, make_processors = _import_lerobot()
         self.policy = get_policy_class(self.type).from_pretrained(str(self.path), local_files_only=True)
