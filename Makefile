@@ -225,7 +225,8 @@ train-act: install-liberoplus lerobot-venv
 # R2A around the LeRobot ACT that scripts/lerobot/train_act.sh trained (issue 48; docs/wrap_your_policy.md's walk):
 # ACT served from its venv for the whole run; its clean episodes, the fit, the training-seed screen, the variant it
 # chooses (`r2a bench choose`; ACT_VARIANT=blend|noblend overrides), the test runs beside ACT → docs/results/act_*,
-# and the proxy in front of ACT checked against the same variant in-process (docs/results/act_proxy.md).
+# the proxy in front of ACT checked against the same variant in-process (docs/results/act_proxy.md), and last the
+# pair on libero_object_standard, ACT's competent suite (docs/results/act_libero_object).
 ACT_VARIANT ?=
 results-act: install-liberoplus lerobot-venv
 	ACT=$(ACT_DIR) VARIANT=$(ACT_VARIANT) bash scripts/lerobot/act_results.sh

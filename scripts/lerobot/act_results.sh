@@ -4,7 +4,7 @@
 # in r2a's venv against that server. Every step resumes (the benchmark per episode, the fit per step).
 #
 #   bash scripts/lerobot/act_results.sh                      # clean → fit → screen → choice → the runs
-#   STEP=clean bash scripts/lerobot/act_results.sh           # one step: fitdata | clean | fit | screen | runs | proxy
+#   STEP=clean bash scripts/lerobot/act_results.sh           # one step: fitdata|clean|fit|screen|runs|proxy|object
 #   VARIANT=noblend STEP=runs bash scripts/lerobot/act_results.sh   # overrides the screen's choice
 #
 # fitdata: the fit's steps that never query a base (graph, held-out demos and re-renders, image statistics; ~1.5 h)
@@ -19,6 +19,9 @@
 # proxy:  the same variant as the drop-in proxy in front of ACT (`r2a serve --upstream`) beside it in-process, on
 #         training seeds (80400…, one episode per task clean, camera L2 and light L3): `r2a bench compare` counts the
 #         pairs that played identically (docs/results/act_proxy.md)
+# object: the same pair on libero_object_standard (test seeds) → docs/results/act_libero_object: libero_standard is
+#         libero_spatial only, where this ACT is barely competent (0.055 clean), libero_object its competent suite
+#         (0.340); decided before any test episode of R2A around ACT ran, as the strong base had it
 set -euo pipefail
 R2A=${R2A:-.venv/bin/r2a}
 LEROBOT_VENV=${LEROBOT_VENV:-.venv-lerobot}
@@ -132,5 +135,12 @@ if want proxy; then
   "$R2A" bench compare "$RUNS/proxy/in_process" "$RUNS/proxy/proxy" --json "$RUNS/proxy/compare.json" \
     > "$RESULTS/act_proxy.md"
   cat "$RESULTS/act_proxy.md"
+fi
+if want object; then
+  CHOSEN=$(chosen_variant)
+  log "6. ACT and $CHOSEN on libero_object_standard (test seeds)"
+  paired configs/bench/libero_object_standard.yaml "$RUNS/libero_object" "$RESULTS/act_libero_object" "$BASE" "$CHOSEN"
+  "${R2A%/r2a}/python" scripts/readme_row.py "$RESULTS/act_libero_object" --candidate "$CHOSEN" \
+    --label "ACT → R2A (act_libero_object)"
 fi
 log "done"
