@@ -5,7 +5,9 @@ Where that venv exists (``$R2A_LEROBOT_VENV``, default ``.venv-lerobot`` in the 
 path with the checkout's code: synthetic demos → ``scripts/lerobot/export_dataset.py`` (lerobot's own writer) → a
 tiny ACT from ``scripts/lerobot/train_act.sh`` (lerobot-train, 3 steps, no network) → ``check_adapter.py`` (the
 adapter feeds it what lerobot's pipeline does) → ``r2a serve --policy lerobot:…`` there, and our openpi client here.
-Without it those tests are skipped with the reason. The export's state layout is checked against the adapter's in
+A checkpoint trained on LIBERO's converted datasets is fed through configs/adapters/lerobot_libero.yaml exactly what
+lerobot's own LIBERO evaluation feeds it (its LiberoProcessorStep run there). Without the venv those tests are
+skipped with the reason. The export's state layout is checked against the adapter's in
 both cases (without lerobot: the export's pure part).
 """
 
@@ -194,3 +196,74 @@ def test_served_from_the_lerobot_venv_driven_from_here(lerobot_run):
         server.terminate()
         server.wait(timeout=10)
 
+
+
+# ------------------------------------------------------------- a checkpoint trained on LIBERO's converted datasets
+#: lerobot's own LIBERO evaluation from LIBERO's raw observation (a vector env of one): LiberoEnv._format_raw_obs's
+#: layout, lerobot.envs.utils.preprocess_observation, then LiberoProcessorStep (180° turn, the 8-D state)
+LEROBOT_LIBERO_SIDE = """
+import sys
+import numpy as np
+from lerobot.envs.utils import preprocess_observation
+from lerobot.processor.env_processor import LiberoProcessorStep
+raw = {k: v[None] for k, v in np.load(sys.argv[1]).items()}
+obs = {"pixels": {"image": raw["agentview_image"], "image2": raw["robot0_eye_in_hand_image"]},
+       "robot_state": {"eef": {"pos": raw["robot0_eef_pos"], "quat": raw["robot0_eef_quat"], "mat": np.eye(3)[None]},
+                       "gripper": {"qpos": raw["robot0_gripper_qpos"], "qvel": np.zeros((1, 2))},
+                       "joints": {"pos": np.zeros((1, 7)), "vel": np.zeros((1, 7))}}}
+out = LiberoProcessorStep()._process_observation(preprocess_observation(obs))
+np.savez(sys.argv[2], **{k: v.numpy() for k, v in out.items()})
+"""
+
+
+def _libero_observation() -> tuple[dict, dict]:
+    """One of our LIBERO-backend observations at 256 px and LIBERO's raw observation behind it (our upright rows
+    reversed, LIBERO's xyzw quaternion of the hand)."""
+    from r2a.adapters import libero_convention as lc
+    from r2a_core.rotations import axis_angle_to_quat, wxyz_to_xyzw
+
+    rng = np.random.default_rng(3)
+    hand = lc.hand_quat_from_site(axis_angle_to_quat(np.array([2.2, 2.2, 0.05])))
+    ours = {image_key("agentview"): rng.integers(0, 256, (256, 256, 3), dtype=np.uint8),
+            image_key("wrist"): rng.integers(0, 256, (256, 256, 3), dtype=np.uint8),
+            lc.LIBERO_EEF_POS: np.array([-0.2105493, -0.0114551, 1.1748394]), lc.LIBERO_EEF_QUAT: hand,
+            lc.LIBERO_GRIPPER_QPOS: np.array([0.0386967, -0.0386805]), PROMPT: "put the bowl on the plate"}
+    raw = {"agentview_image": ours[image_key("agentview")][::-1],
+           "robot0_eye_in_hand_image": ours[image_key("wrist")][::-1],
+           "robot0_eef_pos": ours[lc.LIBERO_EEF_POS], "robot0_eef_quat": wxyz_to_xyzw(hand),
+           "robot0_gripper_qpos": ours[lc.LIBERO_GRIPPER_QPOS]}
+    return ours, raw
+
+
+def test_the_shipped_lerobot_libero_keymap_speaks_lerobots_libero_keys():
+    from r2a.adapters.keymap import ADAPTER_DIR, load_adapter_config
+    from r2a.adapters.lerobot_policy import to_lerobot_batch
+
+    config = load_adapter_config(ADAPTER_DIR / "lerobot_libero.yaml")
+    assert config.checkpoint is not None and config.keymap.actions.model_dim == 7
+    ours, _ = _libero_observation()
+    batch = to_lerobot_batch(config.keymap.map_obs(ours))
+    assert sorted(batch) == ["observation.images.image", "observation.images.image2", "observation.state", "task"]
+    assert batch["observation.images.image"].shape == (1, 3, 256, 256) and batch["observation.state"].shape == (1, 8)
+    # the model's view: our upright frame mirrored left-right
+    mirrored = ours[image_key("agentview")][:, ::-1].transpose(2, 0, 1)[None] / np.float32(255)
+    np.testing.assert_array_equal(batch["observation.images.image"], mirrored)
+
+
+@needs_venv
+def test_the_lerobot_libero_keymap_feeds_what_lerobots_libero_pipeline_does(tmp_path):
+    from r2a.adapters.keymap import ADAPTER_DIR, load_keymap
+    from r2a.adapters.lerobot_policy import to_lerobot_batch
+
+    ours, raw = _libero_observation()
+    np.savez(tmp_path / "raw.npz", **raw)
+    (tmp_path / "side.py").write_text(LEROBOT_LIBERO_SIDE)
+    _run([PYTHON, tmp_path / "side.py", tmp_path / "raw.npz", tmp_path / "lerobot.npz"])
+    theirs = dict(np.load(tmp_path / "lerobot.npz"))
+    batch = to_lerobot_batch(load_keymap(ADAPTER_DIR / "lerobot_libero.yaml").map_obs(ours))
+    assert sorted(theirs) == sorted(k for k in batch if k != "task")
+    for key in ("observation.images.image", "observation.images.image2"):
+        assert batch[key].dtype == theirs[key].dtype == np.float32
+        np.testing.assert_array_equal(batch[key], theirs[key])
+    assert batch["observation.state"].dtype == theirs["observation.state"].dtype == np.float32
+    np.testing.assert_allclose(batch["observation.state"], theirs["observation.state"], rtol=0, atol=1e-6)
