@@ -216,16 +216,16 @@ np.savez(sys.argv[2], **{k: v.numpy() for k, v in out.items()})
 """
 
 
-def _libero_observation() -> tuple[dict, dict]:
-    """One of our LIBERO-backend observations at 256 px and LIBERO's raw observation behind it (our upright rows
-    reversed, LIBERO's xyzw quaternion of the hand)."""
+def _libero_observation(size: int = 256) -> tuple[dict, dict]:
+    """One of our LIBERO-backend observations and LIBERO's raw observation behind it (our upright rows reversed,
+    LIBERO's xyzw quaternion of the hand)."""
     from r2a.adapters import libero_convention as lc
     from r2a_core.rotations import axis_angle_to_quat, wxyz_to_xyzw
 
     rng = np.random.default_rng(3)
     hand = lc.hand_quat_from_site(axis_angle_to_quat(np.array([2.2, 2.2, 0.05])))
-    ours = {image_key("agentview"): rng.integers(0, 256, (256, 256, 3), dtype=np.uint8),
-            image_key("wrist"): rng.integers(0, 256, (256, 256, 3), dtype=np.uint8),
+    ours = {image_key("agentview"): rng.integers(0, 256, (size, size, 3), dtype=np.uint8),
+            image_key("wrist"): rng.integers(0, 256, (size, size, 3), dtype=np.uint8),
             lc.LIBERO_EEF_POS: np.array([-0.2105493, -0.0114551, 1.1748394]), lc.LIBERO_EEF_QUAT: hand,
             lc.LIBERO_GRIPPER_QPOS: np.array([0.0386967, -0.0386805]), PROMPT: "put the bowl on the plate"}
     raw = {"agentview_image": ours[image_key("agentview")][::-1],
@@ -238,16 +238,17 @@ def _libero_observation() -> tuple[dict, dict]:
 def test_the_shipped_lerobot_libero_keymap_speaks_lerobots_libero_keys():
     from r2a.adapters.keymap import ADAPTER_DIR, load_adapter_config
     from r2a.adapters.lerobot_policy import to_lerobot_batch
+    from r2a_core.images import resize_image
 
     config = load_adapter_config(ADAPTER_DIR / "lerobot_libero.yaml")
     assert config.checkpoint is not None and config.keymap.actions.model_dim == 7
-    ours, _ = _libero_observation()
+    ours, _ = _libero_observation(size=128)  # the LIBERO bench configs' renders, area-resized to the model's 256
     batch = to_lerobot_batch(config.keymap.map_obs(ours))
     assert sorted(batch) == ["observation.images.image", "observation.images.image2", "observation.state", "task"]
     assert batch["observation.images.image"].shape == (1, 3, 256, 256) and batch["observation.state"].shape == (1, 8)
     # the model's view: our upright frame mirrored left-right
-    mirrored = ours[image_key("agentview")][:, ::-1].transpose(2, 0, 1)[None] / np.float32(255)
-    np.testing.assert_array_equal(batch["observation.images.image"], mirrored)
+    mirrored = resize_image(ours[image_key("agentview")][:, ::-1], (256, 256), "area").transpose(2, 0, 1)[None]
+    np.testing.assert_array_equal(batch["observation.images.image"], mirrored / np.float32(255))
 
 
 @needs_venv

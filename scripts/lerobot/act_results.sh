@@ -3,7 +3,7 @@
 # served from its own venv over the openpi protocol for the whole script; the fit, the screen and the benchmark run
 # in r2a's venv against that server. Every step resumes (the benchmark per episode, the fit per step).
 #
-#   bash scripts/lerobot/act_results.sh                      # clean → fit → screen → choice → the runs
+#   bash scripts/lerobot/act_results.sh                      # clean → fit → screen → choice → runs → proxy → object
 #   STEP=clean bash scripts/lerobot/act_results.sh           # one step: fitdata|clean|fit|screen|runs|proxy|object
 #   VARIANT=noblend STEP=runs bash scripts/lerobot/act_results.sh   # overrides the screen's choice
 #
@@ -135,6 +135,7 @@ if want proxy; then
   "$R2A" bench compare "$RUNS/proxy/in_process" "$RUNS/proxy/proxy" --json "$RUNS/proxy/compare.json" \
     > "$RESULTS/act_proxy.md"
   cat "$RESULTS/act_proxy.md"
+  kill "${SERVERS[-1]}" && unset 'SERVERS[-1]'   # the proxy: not needed by the step after
 fi
 if want object; then
   CHOSEN=$(chosen_variant)
