@@ -110,6 +110,7 @@ if want screen; then
     --set 'factors={camera: [2], robot_init: [2], language: [2], light: [2], background: [2], noise: [2], layout: [2]}' \
     --set "base_policy=$BASE" --policy "$BASE" --policy "r2a:$FIT" --policy "r2a:$FIT/r2a.yaml$NOBLEND" \
     --out "$RUNS/screen" --workers "$WORKERS"
+  rm -rf "$RESULTS/act_screen" && cp -r "$RUNS/screen" "$RESULTS/act_screen"   # published beside the test runs
 fi
 if want runs; then
   CHOSEN=$(chosen_variant)
