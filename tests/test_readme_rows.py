@@ -12,6 +12,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "readme_row.py"
+#: the variant the screen chose around the LeRobot ACT (docs/results/act_screen, scripts/lerobot/act_results.sh)
+ACT_NOBLEND = "r2a:runs/fit/act/r2a.yaml?gate.max_gate=0&gate.translation=0&gate.rotation=0"
 #: each row's first cell → the script's arguments that rebuild it (rows from runs not in docs/results are left out)
 ROWS = {
     "`builtin` → `r2a-noharm` (standard, 840; clean 200)":
@@ -29,6 +31,9 @@ ROWS = {
         ["docs/results/liberoplus_strong"],
     "`builtin-libero-strong` → `r2a-libero-strong` (clean, 400)":
         ["docs/results/libero_strong_clean", "--candidate", "r2a-libero-strong"],
+    "ACT (LeRobot) → R2A without the blend (clean, 400)": ["docs/results/act_clean", "--candidate", ACT_NOBLEND],
+    "ACT (LeRobot) → R2A without the blend (LIBERO-Plus, 200; clean 53)":
+        ["docs/results/act_liberoplus", "--candidate", ACT_NOBLEND],
 }
 
 
