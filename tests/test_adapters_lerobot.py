@@ -176,13 +176,14 @@ def test_registry_lerobot_specs(fake_lerobot, tmp_path):
     assert FakeLeRobotPolicy.instances[-1].batches[-1]["observation.state"].shape == (1, 3)
     # a YAML that only says where and on which device: the checkpoint's default observation map, its actions: kept
     (tmp_path / "where.yaml").write_text(f"format_version: 1\ncheckpoint: {tmp_path}\ndevice: meta\n"
-                                         "actions: {flip_gripper: true}\n")
+                                         "actions: {flip_gripper: true}\nstate_dtype: float64\n")
     policy = make_policy(f"lerobot:{tmp_path / 'where.yaml'}", sim, seed=0)
     assert policy.infer(_obs())["actions"].shape == (5, 7) and FakeLeRobotPolicy.instances[-1].device == "meta"
     batch = FakeLeRobotPolicy.instances[-1].batches[-1]
     assert sorted(batch) == ["observation.images.image", "observation.images.image2", "observation.state", "task"]
     keymap = policy.inner.keymap
     assert keymap.actions.flip_gripper and keymap.actions.model_dim == 7 and "maps no observation" in keymap.source
+    assert keymap.state_dtype == "float64"
     (tmp_path / "nock.yaml").write_text("format_version: 1\n")
     with pytest.raises(R2AInputError, match="nock.yaml: no 'checkpoint:'"):
         make_policy(f"lerobot:{tmp_path / 'nock.yaml'}", sim, seed=0)

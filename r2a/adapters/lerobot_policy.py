@@ -85,15 +85,16 @@ def default_lerobot_keymap(config: Mapping[str, Any], where: str = "config.json"
 
 def lerobot_keymap(config: Mapping[str, Any], keymap: KeyMap | None, where: str = "config.json") -> KeyMap:
     """The key map a checkpoint is fed: an adapter YAML's, or the checkpoint's default where the YAML maps no
-    observation — a YAML that only says where the checkpoint is and which device serves it (its ``actions:``, if
-    any, still applies) — so that serving on a GPU does not silently feed the model nothing."""
+    observation — a YAML that only says where the checkpoint is and which device serves it (its ``actions:`` and
+    ``state_dtype:``, if any, still apply) — so that serving on a GPU does not silently feed the model nothing."""
     if keymap is not None and (keymap.images or keymap.state or keymap.copy or keymap.keep_unmapped):
         return keymap
     default = default_lerobot_keymap(config, where)
     if keymap is None:
         return default
     actions = replace(keymap.actions, model_dim=keymap.actions.model_dim or default.actions.model_dim)
-    return replace(default, actions=actions, source=f"{default.source} ({keymap.source} maps no observation)")
+    return replace(default, actions=actions, state_dtype=keymap.state_dtype,
+                   source=f"{default.source} ({keymap.source} maps no observation)")
 
 
 #: where ``lerobot-train`` puts the latest weights below its ``--output_dir`` (and below one checkpoint's directory)
