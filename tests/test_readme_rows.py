@@ -34,6 +34,8 @@ ROWS = {
     "ACT (LeRobot) → R2A without the blend (clean, 400)": ["docs/results/act_clean", "--candidate", ACT_NOBLEND],
     "ACT (LeRobot) → R2A without the blend (libero_standard, 840; clean 40)":
         ["docs/results/act_libero_standard", "--candidate", ACT_NOBLEND],
+    "ACT (LeRobot) → R2A without the blend (libero_object_standard, 840; clean 40)":
+        ["docs/results/act_libero_object", "--candidate", ACT_NOBLEND],
     "ACT (LeRobot) → R2A without the blend (LIBERO-Plus, 200; clean 53)":
         ["docs/results/act_liberoplus", "--candidate", ACT_NOBLEND],
 }
