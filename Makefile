@@ -12,6 +12,7 @@ export MUJOCO_GL ?= egl
 export PYOPENGL_PLATFORM ?= egl
 
 .PHONY: install system-deps quickstart test test-all lint results results-clean levers-quick ablations headroom clean \
+	viewers \
 	install-libero test-libero results-libero-clean results-libero \
 	install-liberoplus test-liberoplus results-liberoplus lerobot-venv test-lerobot results-libero-strong \
 	results-noharm \
@@ -53,8 +54,9 @@ quickstart: install
 	@echo "   the benchmark's answer is configs/bench/standard.yaml, published in docs/results/standard/"
 
 # The frozen base once, then each policy in its own run beside it, all merged into one paired report (every step
-# resumes): $(call paired_runs,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR[,BASE]) (BASE: builtin unless given); a policy's
-# run directory is its name, ":" → "_".
+# resumes), published as docs/results/ stores it (`r2a bench publish`: gzipped records, WebP strips, a slim summary):
+# $(call paired_runs,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR[,BASE]) (BASE: builtin unless given); a policy's run directory
+# is its name, ":" → "_".
 define paired_runs
 	$(VENV)/bin/r2a bench run --config $(1) --policy $(or $(5),builtin) --out $(2)/$(or $(5),builtin) --workers 2 $(6)
 	for p in $(3); do \
@@ -62,6 +64,7 @@ define paired_runs
 	done
 	$(VENV)/bin/r2a bench merge $(4) $(2)/$(or $(5),builtin) $(foreach p,$(3),$(2)/$(subst :,_,$(p))) \
 		$(if $(6),--base-policy $(5))
+	$(VENV)/bin/r2a bench publish $(4)
 endef
 # ... with a base the config does not name, frames of failed episodes saved and the report's viewer beside it (the
 # strips of the pairs whose outcome changed): $(call paired_runs_base,CONFIG,RUNS_DIR,POLICIES,REPORT_DIR,BASE)
@@ -120,7 +123,9 @@ LIBERO_POLICIES ?= r2a-libero
 results-libero-clean: install-libero
 	$(VENV)/bin/r2a bench run --config configs/bench/libero_clean.yaml --policy builtin-libero \
 		--out runs/libero_clean/builtin-libero --workers 2
-	mkdir -p docs/results/libero_clean && cp runs/libero_clean/builtin-libero/* docs/results/libero_clean/
+	mkdir -p docs/results/libero_clean && rm -f docs/results/libero_clean/results.jsonl.gz && \
+		cp runs/libero_clean/builtin-libero/* docs/results/libero_clean/
+	$(VENV)/bin/r2a bench publish docs/results/libero_clean
 
 results-libero: install-libero
 	$(call paired_runs,configs/bench/libero_standard.yaml,runs/libero,$(LIBERO_POLICIES),docs/results/libero,builtin-libero)
@@ -233,6 +238,14 @@ results-act: install-liberoplus lerobot-venv
 
 test: install
 	$(PY) -m pytest -q -m "not slow"
+
+# The viewer of every published run (`r2a bench view`: each pair of episodes side by side, with the strips the run
+# publishes), written to docs/results/**/viewer/ — git-ignored: each page is a function of its run's records, summary
+# and strips, so it is rebuilt here rather than committed (~2 s a run). Then open DIR/viewer/index.html from disk.
+viewers: install
+	for run in $$(find docs/results -name run.json -not -path '*/viewer/*' -printf '%h\n' | sort); do \
+		$(VENV)/bin/r2a bench view $$run --out $$run/viewer > /dev/null || exit 1; \
+	done
 
 # ruff's rules E, F, I, B as pyproject.toml sets them (.ci/run runs it before the tests)
 lint: install

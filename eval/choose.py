@@ -12,6 +12,8 @@ tuned on the numbers it reports. The rule (docs/wrap_your_policy.md):
 3. no eligible candidate: nothing is chosen, and the reasons are listed (the caller decides, in the open).
 
 The screen must hold training seeds only: a results directory with any episode at a test seed (≥ 100000) is refused.
+The rule reads the screen's records, not a stale ``summary.json``: a summary built from other records (an episode
+appended or re-run since) is rebuilt from them in memory first (:func:`eval.runner.summary_staleness`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.schema import SUMMARY
 from eval.view import read_run
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
@@ -48,6 +51,7 @@ def choose_variant(run_dir: str | Path, baseline: str | None = None, candidates:
     run_dir = Path(run_dir)
     records, summary = read_run(run_dir)
     _refuse_test_seeds(records, run_dir)
+    summary = _current_summary(run_dir, records, summary)
     policies = list(summary.get("policies") or [])
     baseline = baseline or summary.get("settings", {}).get("base_policy")
     if baseline not in policies:
@@ -72,6 +76,25 @@ def choose_variant(run_dir: str | Path, baseline: str | None = None, candidates:
         write_json_atomic(Path(out), choice)
     log.info("%s: chose %s", run_dir, choice["chosen"])
     return choice
+
+
+def _current_summary(run_dir: Path, records: list[dict[str, Any]], summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json`` when it describes ``records``; else the summary rebuilt from them in memory (``r2a bench
+    report`` rewrites the file), or a one-line error when it cannot be rebuilt: a choice is never read off a summary
+    of other records."""
+    from eval.runner import summary_from_dir, summary_staleness
+
+    stale = summary_staleness(run_dir, records, summary)
+    if stale is None:
+        return summary
+    try:
+        rebuilt = summary_from_dir(run_dir, records)
+    except R2AInputError as err:
+        raise R2AInputError(f"{run_dir / SUMMARY}: out of date ({stale}) and cannot be rebuilt from the records: "
+                            f"{err}") from None
+    log.warning("%s: out of date (%s); choosing on a summary rebuilt from the records ('r2a bench report %s' "
+                "rewrites the file)", run_dir / SUMMARY, stale, run_dir)
+    return rebuilt
 
 
 def apply_rule(headlines: Sequence[Mapping[str, Any]], max_clean_drop_points: float) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from eval.report import job_key, load_records
-from eval.schema import RESULTS, RUN_FILE
+from eval.schema import RUN_FILE, results_file
 from eval.stats import mcnemar_exact, transitions, wilson_interval
 from r2a_core.errors import R2AInputError
 from r2a_core.provenance import provenance_differences
@@ -76,9 +76,7 @@ def _provenance(run_dir: Path) -> dict[str, Any] | None:
 
 
 def _policy_records(run_dir: Path, policy: str | None) -> dict[tuple[str, str, int, int], dict[str, Any]]:
-    results = run_dir / RESULTS
-    if not results.is_file():
-        raise R2AInputError(f"{run_dir}: no {RESULTS} (not a benchmark results directory)")
+    results = results_file(run_dir)
     records = load_records(results)
     policies = sorted({str(r["policy"]) for r in records})
     if policy is None and len(policies) == 1:

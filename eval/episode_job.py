@@ -155,8 +155,9 @@ def run_job(job: Job, config: BenchConfig, options: JobOptions | None = None) ->
     except Exception as err:  # noqa: BLE001 - a blow-up is recorded, the benchmark goes on
         record = _error_record(job, config, err)
     if frames is not None and frames.count and (not record["success"] or job.factor == CLEAN):
-        path = f"frames/{job.slug()}.png"
-        files[path] = frames.png()
+        data, suffix = frames.encoded()
+        path = f"frames/{job.slug()}{suffix}"
+        files[path] = data
         record["frames"], record["frame_steps"] = path, frames.steps
     record["wall_s"] = round(time.perf_counter() - start, 3)
     return JobResult(record, files)
@@ -165,8 +166,10 @@ def run_job(job: Job, config: BenchConfig, options: JobOptions | None = None) ->
 def _run(job: Job, config: BenchConfig, seed: int, options: JobOptions, frames: FrameStrip | None,
          files: dict[str, bytes]) -> dict[str, Any]:
     from demos.rollout import run_episode
+    from eval.diagnostics import register_diagnostics
     from r2a.policies import make_policy
 
+    register_diagnostics()  # a spawned worker process builds the measurement-only policies too
     sim = _sim(job.task, config.image_size)
     shift = _shift_hooks(job, config, options)
     hooks = BenchHooks(shift, sim.task)

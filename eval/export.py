@@ -25,7 +25,7 @@ from typing import Any, Iterable, Mapping, Sequence
 import numpy as np
 
 from eval.report import load_records
-from eval.schema import RESULTS
+from eval.schema import results_file
 from eval.stats import wilson_interval
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic, write_text_atomic
@@ -77,11 +77,7 @@ def export_run(run_dir: str | Path, csv_dir: str | Path | None = None,
     """Write the run's tables as ``csv_dir/episodes.csv`` and ``csv_dir/cells.csv`` and/or one JSON file."""
     if csv_dir is None and json_path is None:
         raise R2AInputError("give --csv DIR and/or --json FILE")
-    results = Path(run_dir) / RESULTS
-    if not results.is_file():
-        raise R2AInputError(f"{results}: no such file; RUN_DIR must be a results directory of 'r2a bench run' "
-                            "or 'r2a bench merge'")
-    records = load_records(results)
+    records = load_records(results_file(run_dir))
     episodes = [episode_row(rec) for rec in records]
     cells = cell_rows(records)
     if csv_dir is not None:

@@ -20,7 +20,7 @@ from typing import Any
 
 from eval.report import job_key, load_records
 from eval.runner import is_merged, report_from_dir, same_shift_levels, shift_levels_sha
-from eval.schema import RESULTS, RUN_FILE
+from eval.schema import RESULTS, RESULTS_GZ, RUN_FILE, results_file
 from r2a_core.errors import R2AInputError
 from r2a_core.files import link_or_copy, write_json_atomic, write_text_atomic
 from r2a_core.provenance import command_line, provenance_differences
@@ -53,6 +53,7 @@ def merge_runs(out_dir: str | Path, sources: Sequence[str | Path], base_policy: 
     out_dir.mkdir(parents=True, exist_ok=True)
     _link_trajectories(sources, out_dir)
     write_text_atomic(out_dir / RESULTS, "".join(json.dumps(rec) + "\n" for rec in records))
+    (out_dir / RESULTS_GZ).unlink(missing_ok=True)  # an earlier merge's, published: these records replace it
     provenance = {"command": command_line(),
                   "merged_from": [{"dir": str(src), "policies": run["policies"], "provenance": run.get("provenance")}
                                   for src, run in zip(sources, pinned)]}
@@ -73,16 +74,18 @@ def _refuse_overwriting_a_run(out_dir: Path) -> None:
         if not merged:
             raise R2AInputError(f"{run_file}: {out_dir} holds a benchmark run, not an earlier merge; give the merged "
                                 "directory first and a new (or previously merged) path for it")
-    elif (out_dir / RESULTS).exists():
-        raise R2AInputError(f"{out_dir / RESULTS}: {out_dir} already holds results; give a new directory")
+    elif any((out_dir / name).exists() for name in (RESULTS, RESULTS_GZ)):
+        raise R2AInputError(f"{out_dir}: already holds results ({RESULTS} or {RESULTS_GZ}) but no {RUN_FILE}; give a "
+                            "new directory")
 
 
 def _run_records(src: Path, run: Mapping[str, Any], out_dir: Path) -> list[dict[str, Any]]:
     """The run's records, each of a policy its run.json lists, frame paths made relative to the merged dir."""
-    records = load_records(src / RESULTS)
+    results = results_file(src)
+    records = load_records(results)
     stray = sorted({str(rec.get("policy")) for rec in records} - set(run["policies"]))
     if stray:
-        raise R2AInputError(f"{src / RESULTS}: records of policy {', '.join(map(repr, stray))} not in "
+        raise R2AInputError(f"{results}: records of policy {', '.join(map(repr, stray))} not in "
                             f"{src / RUN_FILE}'s policies {run['policies']}")
     for rec in records:
         if isinstance(rec.get("frames"), str) and not Path(rec["frames"]).is_absolute():
@@ -102,8 +105,9 @@ def _link_trajectories(sources: Sequence[Path], out_dir: Path) -> None:
 
 def _read_run(src: Path) -> dict[str, Any]:
     run_file = src / RUN_FILE
-    if not run_file.is_file() or not (src / RESULTS).is_file():
+    if not run_file.is_file():
         raise R2AInputError(f"{src}: expected {RUN_FILE} and {RESULTS} from 'r2a bench run'")
+    results_file(src)  # records there, plain or published (else a one-line error)
     try:
         run = json.loads(run_file.read_text())
     except json.JSONDecodeError as exc:

@@ -37,8 +37,10 @@ def build_policies(specs: Sequence[str], config: BenchConfig) -> dict[str, dict[
     The policies get a camera-less simulator (the scripted experts bind to one); a server policy connects, so a
     server that is down fails here. Each policy is closed again (its connection released) right after.
     """
+    from eval.diagnostics import register_diagnostics
     from r2a.policies import make_policy
 
+    register_diagnostics()
     if config.liberoplus_tasks:  # LIBERO-Plus's data, before any simulator is built (one line naming the install)
         from sim.envs.liberoplus_tasks import load_index
 

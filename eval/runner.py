@@ -13,19 +13,20 @@ results would not be comparable; a resume on another commit or machine is logged
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import multiprocessing as mp
 import os
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from tqdm import tqdm
 
 from eval.bench_config import BenchConfig
 from eval.episode_job import SAVE_FRAMES, Job, JobOptions, JobResult, run_job
-from eval.schema import RESULTS, RUN_FILE
+from eval.schema import RESULTS, RESULTS_GZ, RUN_FILE, SUMMARY, results_file
 from r2a_core.errors import R2AInputError
 from r2a_core.files import atomic_write, to_json_safe, write_json_atomic
 from r2a_core.provenance import artifact_digests, collect_provenance, provenance_differences
@@ -57,6 +58,10 @@ def run_benchmark(config: BenchConfig, policies: list[str], out_dir: str | Path,
 
     out_dir = Path(out_dir)
     _check_args(policies, workers, executor, save_frames, ray_address)
+    if (out_dir / RESULTS_GZ).exists():  # a run appends to results.jsonl: beside published records, both would count
+        raise R2AInputError(f"{out_dir}: a published results directory ({RESULTS_GZ}, 'r2a bench publish'), which a "
+                            "run never resumes; run into a new --out directory (or resume the run it was published "
+                            "from)")
     with _executor(executor, workers, ray_address) as execute:  # first: an unreachable cluster fails in seconds
         artifacts = build_policies(policies, config)
         provenance = {**collect_provenance(), "artifacts": artifacts, "shift_levels": shift_levels_artifact()}
@@ -77,17 +82,76 @@ def run_benchmark(config: BenchConfig, policies: list[str], out_dir: str | Path,
 
 def write_summary(out_dir: Path, config: BenchConfig, jobs: list[Job], build_summary: Callable,
                   write_report: Callable) -> dict[str, Any]:
+    summary = summarize_records(out_dir, config, jobs, build_summary)
+    write_report(out_dir, summary)
+    return summary
+
+
+def summarize_records(out_dir: Path, config: BenchConfig, jobs: list[Job], build_summary: Callable,
+                      records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The summary of ``out_dir``'s records (read from its results file unless given) and ``run.json``'s provenance,
+    with ``built_from``: the records' count and digest (:func:`records_digest`), by which a reader tells a summary
+    that no longer describes its records (:func:`summary_staleness`)."""
     from eval.report import load_records
 
-    records = load_records(out_dir / RESULTS)
+    records = load_records(results_file(out_dir)) if records is None else records
     run_file = out_dir / RUN_FILE
     provenance = json.loads(run_file.read_text()).get("provenance") if run_file.is_file() else None
     summary = build_summary(records, n_resamples=config.n_resamples, seed=config.seed,
                             competence_threshold=config.competence_threshold,
                             config={**config.to_dict(), "expected_jobs": [list(j.key) for j in jobs]},
                             provenance=provenance)
-    write_report(out_dir, summary)
+    summary["built_from"] = records_digest(records)
     return summary
+
+
+def records_digest(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """``{"records": N, "sha256": HEX}`` of episode records as :func:`eval.report.load_records` returns them (the last
+    of each job): each record as canonical JSON, in job order, so the digest depends on what the records say, not
+    on the order or the form (compressed or not) the file holds them in."""
+    from eval.report import job_key
+
+    ordered = sorted(records, key=job_key)
+    digest = hashlib.sha256()
+    for rec in ordered:
+        digest.update(json.dumps(rec, sort_keys=True, separators=(",", ":")).encode() + b"\n")
+    return {"records": len(ordered), "sha256": digest.hexdigest()}
+
+
+def summary_staleness(out_dir: str | Path, records: Sequence[Mapping[str, Any]],
+                      summary: Mapping[str, Any]) -> str | None:
+    """Why ``DIR/summary.json`` (read as ``summary``) does not describe ``records`` (the directory's, as
+    :func:`eval.report.load_records` returns them), or None when it does.
+
+    A summary that says what it was built from (``built_from``) is compared by digest; an older one by its count of
+    jobs, then by whether the records file changed after the summary was written.
+    """
+    out_dir = Path(out_dir)
+    results = results_file(out_dir)
+    built = summary.get("built_from")
+    if isinstance(built, Mapping) and built.get("sha256"):
+        now = records_digest(records)
+        if built["sha256"] == now["sha256"]:
+            return None
+        return (f"it was built from other records than {results.name} holds now ({built.get('records')} then, "
+                f"{now['records']} now)")
+    counted = (summary.get("integrity") or {}).get("jobs")
+    if isinstance(counted, int) and counted != len(records):
+        return f"it counts {counted} jobs, {results.name} holds {len(records)} now"
+    with contextlib.suppress(OSError):
+        if results.stat().st_mtime_ns > (out_dir / SUMMARY).stat().st_mtime_ns:
+            return f"{results.name} changed after it was written"
+    return None
+
+
+def _pinned_plan(out_dir: Path) -> tuple[BenchConfig, list[Job]]:
+    """The config ``DIR/run.json`` pins and its jobs (a one-line error when it or the records are missing)."""
+    run_file = out_dir / RUN_FILE
+    if not run_file.is_file() or not results_file(out_dir).is_file():
+        raise R2AInputError(f"{out_dir}: expected {RUN_FILE} and {RESULTS} from 'r2a bench run'")
+    pinned = json.loads(run_file.read_text())
+    config = BenchConfig.from_dict(pinned["config"], where=str(run_file))
+    return config, plan_jobs(config, pinned["policies"])
 
 
 def report_from_dir(out_dir: str | Path) -> dict[str, Any]:
@@ -95,20 +159,28 @@ def report_from_dir(out_dir: str | Path) -> dict[str, Any]:
     from eval.report import build_summary, write_report
 
     out_dir = Path(out_dir)
-    run_file = out_dir / RUN_FILE
-    if not run_file.is_file() or not (out_dir / RESULTS).is_file():
-        raise R2AInputError(f"{out_dir}: expected {RUN_FILE} and {RESULTS} from 'r2a bench run'")
-    pinned = json.loads(run_file.read_text())
-    config = BenchConfig.from_dict(pinned["config"], where=str(run_file))
-    return write_summary(out_dir, config, plan_jobs(config, pinned["policies"]), build_summary, write_report)
+    config, jobs = _pinned_plan(out_dir)
+    return write_summary(out_dir, config, jobs, build_summary, write_report)
+
+
+def summary_from_dir(out_dir: str | Path, records: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The summary :func:`report_from_dir` would write, built in memory from ``records`` (default: the directory's);
+    nothing is written."""
+    from eval.report import build_summary
+
+    out_dir = Path(out_dir)
+    config, jobs = _pinned_plan(out_dir)
+    return summarize_records(out_dir, config, jobs, build_summary, records)
 
 
 def _check_args(policies: list[str], workers: int, executor: str, save_frames: str,
                 ray_address: str | None) -> None:
+    from eval.diagnostics import register_diagnostics
     from r2a.policies import parse_policy_spec
 
     if not policies:
         raise R2AInputError("give at least one --policy")
+    register_diagnostics()  # the benchmark builds the measurement-only policies too
     for spec in policies:
         parse_policy_spec(spec)
     if workers < 1:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.report import headline_md, job_key, load_records, shown_pairs, uplift_md
-from eval.schema import CLEAN, RESULTS, SUMMARY, SUMMARY_SCHEMA, SUMMARY_SCHEMA_VERSION
+from eval.schema import CLEAN, SUMMARY, SUMMARY_SCHEMA, SUMMARY_SCHEMA_VERSION, results_file
 from eval.stats import transitions
 from eval.view_page import render_page
 from r2a_core.errors import R2AInputError
@@ -76,10 +76,7 @@ def write_view(run_dir: str | Path, out_dir: str | Path, frames: str = "changed"
 
 def read_run(run_dir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The records and summary of a results directory; a missing or unreadable file is a one-line error."""
-    results, summary_file = run_dir / RESULTS, run_dir / SUMMARY
-    if not results.is_file():
-        raise R2AInputError(f"{results}: no such file; RUN_DIR must be a results directory of 'r2a bench run' "
-                            "or 'r2a bench merge'")
+    results, summary_file = results_file(run_dir), run_dir / SUMMARY
     if not summary_file.is_file():
         raise R2AInputError(f"{summary_file}: no such file; 'r2a bench report {run_dir}' writes it")
     try:

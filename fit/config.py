@@ -92,7 +92,8 @@ class FitConfig(TypedConfig):
     r2a_config: str = "configs/r2a/builtin.yaml"
     """the R2A settings the parts are fitted and measured with (retrieval, gate bounds, fallbacks)"""
     deploy: tuple[str, ...] = ("harmonize.enabled=true", "gate.holding_scale=0")
-    """R2A overrides written into the fitted config (default: the published variant, r2a-harmonize-hold)"""
+    """R2A overrides written into the fitted config (default: harmonized images, the base alone while it holds the
+    gripper closed)"""
     workers: int = 2
     """simulator processes (collections, re-renders and DAgger files run this many at once)"""
 

@@ -6,6 +6,8 @@ one results directory and its full report (:mod:`eval.merge`).
 
 ``r2a bench view RUN_DIR --out DIR [--frames changed|all|none]`` — a static HTML page of a results directory: the
 headline and uplift tables and the paired episodes, filtered, side by side (:mod:`eval.view`).
+``r2a bench publish DIR [--frames changed|all|none]`` — a finished results directory, in place, in the form
+docs/results/ stores: gzipped records, WebP strips named by the records, a slim summary (:mod:`eval.publish`).
 
 ``r2a bench choose SCREEN_DIR [--candidate P ...] [--max-clean-drop 1]`` — which wrapper variant runs on test seeds,
 from a screen on training seeds, by the rule fixed in advance (:mod:`eval.choose`).
@@ -33,6 +35,7 @@ from typing import Any
 from eval.bench_config import BenchConfig
 from eval.episode_job import SAVE_FRAMES
 from eval.schema import RESULTS
+from r2a_cli.outputs import add_output
 from r2a_core.config import shipped_path
 from r2a_core.errors import R2AInputError
 from r2a_core.files import write_json_atomic
@@ -44,7 +47,8 @@ DEFAULT_LEVELS = shipped_path("configs/bench/factors.yaml")
 def build_parser(prog: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=prog, description="Benchmarks.")
     sub = parser.add_subparsers(dest="command", required=True,
-                                metavar="{run,calibrate,compare,merge,report,view,export,choose,liberoplus,perf}")
+                                metavar="{run,calibrate,compare,merge,report,view,publish,export,choose,liberoplus,"
+                                       "perf}")
     run_p = sub.add_parser("run", help="run (or resume) the shift benchmark",
                            description="Run every (policy, task, factor, level, episode) job; results are "
                                        "appended to OUT/results.jsonl as they finish, and a rerun resumes.",
@@ -55,7 +59,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                             "or a YAML path")
     run_p.add_argument("--policy", action="append", required=True, metavar="NAME[:ARG]",
                        help="policy to evaluate (repeat to compare, e.g. --policy base --policy r2a)")
-    run_p.add_argument("--out", required=True, type=Path, metavar="DIR", help="results directory")
+    add_output(run_p, "--out", kind="dir", required=True, type=Path, metavar="DIR", help="results directory")
     run_p.add_argument("--workers", type=int, default=1,
                        help="parallel worker processes (with --executor ray and no cluster: the local CPUs)")
     run_p.add_argument("--executor", default="local", choices=["local", "ray"], help="where jobs run")
@@ -66,8 +70,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="on a resume, run jobs that ended with an error again (default; finished "
                             "episodes, successful or not, are kept either way)")
     run_p.add_argument("--save-frames", choices=SAVE_FRAMES, default="none",
-                       help="'failures': a PNG strip of 8 agentview frames of every failed episode and of every "
-                            "clean run (its twin) under OUT/frames/, linked from the report")
+                       help="'failures': a strip of 8 agentview frames (WebP; PNG where Pillow lacks it) of every "
+                            "failed episode and of every clean run (its twin) under OUT/frames/, linked from the "
+                            "report")
     run_p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field, value parsed as YAML (repeatable), e.g. --set episodes=5 "
                             "or --set factors.camera=[1,3]")
@@ -82,13 +87,13 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     compare.add_argument("b", type=Path, metavar="B_DIR")
     compare.add_argument("--policy-a", help="policy of A to compare (needed when A holds several)")
     compare.add_argument("--policy-b", help="policy of B to compare (needed when B holds several)")
-    compare.add_argument("--json", type=Path, metavar="PATH", help="also write the comparison as JSON")
+    add_output(compare, "--json", kind="file", type=Path, metavar="PATH", help="also write the comparison as JSON")
     merge = sub.add_parser("merge", help="join runs made separately into one results directory and report",
                            description="Write OUT/results.jsonl and OUT/run.json from several 'r2a bench run' "
                                        "directories of the same episodes (the frozen base run once, each wrapper "
                                        "later) and build the full report; refuses runs of other episodes, a policy "
                                        "in two runs, or shared episodes whose seeds, start state or shift differ.")
-    merge.add_argument("out", type=Path, metavar="OUT")
+    add_output(merge, "out", kind="dir", type=Path, metavar="OUT")
     merge.add_argument("runs", type=Path, nargs="+", metavar="RUN_DIR")
     merge.add_argument("--base-policy", metavar="NAME",
                        help="baseline of the uplift and headline tables (default: the first run's config)")
@@ -96,6 +101,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     report_p = sub.add_parser("report", help="regenerate summary.json, report.md and figures from results.jsonl")
     report_p.add_argument("dir", type=Path, metavar="DIR")
     _add_view_parser(sub)
+    _add_publish_parser(sub)
     _add_export_parser(sub)
     _add_choose_parser(sub)
     perf = sub.add_parser("perf", help="performance benchmarks")
@@ -110,7 +116,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                                                         "'r2a graph build --help')")
     graph.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                        help="override one graph config value (repeatable)")
-    graph.add_argument("--json", metavar="PATH", help="also write the rows (with config and versions) as JSON")
+    add_output(graph, "--json", kind="file", metavar="PATH",
+               help="also write the rows (with config and versions) as JSON")
     graph.add_argument("--no-isolate", action="store_true", help="run all sizes in this process")
     _add_perf_policy_parser(perf_sub)
     _add_perf_harmonize_parser(perf_sub)
@@ -130,7 +137,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     retrieval.add_argument("--proxy", action=argparse.BooleanOptionalAction, default=True,
                            help="also time the client's round trip with and without the R2A proxy (r2a serve "
                                 "--upstream) in the path, on loopback, on the smallest graph (default: on)")
-    retrieval.add_argument("--json", metavar="PATH", help="also write the measurement as JSON")
+    add_output(retrieval, "--json", kind="file", metavar="PATH", help="also write the measurement as JSON")
     return parser
 
 
@@ -144,11 +151,28 @@ def _add_view_parser(sub: Any) -> None:
                                       "frames, stage timeline and what the wrapper did.")
     view.add_argument("run_dir", type=Path, metavar="RUN_DIR",
                       help="a results directory of 'r2a bench run' or 'r2a bench merge'")
-    view.add_argument("--out", required=True, type=Path, metavar="DIR",
-                      help="the viewer's directory (new, or an earlier viewer, which is replaced)")
+    add_output(view, "--out", kind="dir", required=True, type=Path, metavar="DIR",
+               help="the viewer's directory (new, or an earlier viewer, which is replaced)")
     view.add_argument("--frames", choices=FRAME_CHOICES, default="changed",
                       help="which saved frame strips to copy beside the page: of the pairs whose outcome differs "
                            "(default), of every pair, or none")
+
+
+def _add_publish_parser(sub: Any) -> None:
+    from eval.publish import FRAME_CHOICES
+
+    publish = sub.add_parser("publish", help="a finished results directory, in place, in the form docs/results/ "
+                                             "stores: gzipped records, WebP strips, a slim summary",
+                             description="Turn DIR into its published form in place (eval/publish.py): results.jsonl "
+                                         "→ results.jsonl.gz, frame strips → DIR/frames/*.webp with the records "
+                                         "naming them, summary.json without what the records and run.json hold. "
+                                         "Nothing DIR holds is lost; every reader reads either form; publishing "
+                                         "again changes nothing.")
+    publish.add_argument("dir", type=Path, metavar="DIR", help="a results directory of 'r2a bench run' or 'merge'")
+    publish.add_argument("--frames", choices=FRAME_CHOICES, default="changed",
+                         help="which strips from outside DIR (a merge's runs) to copy in: those of the pairs whose "
+                              "outcome differs (default, as 'r2a bench view'), every one, or none; strips inside "
+                              "DIR are always kept")
 
 
 def _add_export_parser(sub: Any) -> None:
@@ -159,10 +183,10 @@ def _add_export_parser(sub: Any) -> None:
                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=columns_help())
     export.add_argument("run_dir", type=Path, metavar="RUN_DIR",
                         help="a results directory of 'r2a bench run' or 'r2a bench merge'")
-    export.add_argument("--csv", type=Path, default=None, metavar="DIR",
-                        help="write DIR/episodes.csv and DIR/cells.csv")
-    export.add_argument("--json", type=Path, default=None, metavar="FILE",
-                        help="write both tables and their column docs as one JSON file (r2a.bench.export v1)")
+    add_output(export, "--csv", kind="dir", type=Path, default=None, metavar="DIR",
+               help="write DIR/episodes.csv and DIR/cells.csv")
+    add_output(export, "--json", kind="file", type=Path, default=None, metavar="FILE",
+               help="write both tables and their column docs as one JSON file (r2a.bench.export v1)")
 
 
 def _add_choose_parser(sub: Any) -> None:
@@ -182,7 +206,8 @@ def _add_choose_parser(sub: Any) -> None:
                              "every policy besides the baseline, in the run's order)")
     choose.add_argument("--max-clean-drop", type=float, default=DEFAULT_MAX_CLEAN_DROP_POINTS, metavar="POINTS",
                         help=f"the clean SR points a candidate may lose (default {DEFAULT_MAX_CLEAN_DROP_POINTS:g})")
-    choose.add_argument("--json", type=Path, metavar="FILE", help="also write the choice as JSON (r2a.bench.choice v1)")
+    add_output(choose, "--json", kind="file", type=Path, metavar="FILE",
+               help="also write the choice as JSON (r2a.bench.choice v1)")
 
 
 def _add_perf_harmonize_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -191,7 +216,7 @@ def _add_perf_harmonize_parser(perf_sub: argparse._SubParsersAction) -> None:
                                            "on one thread, beside the built-in VLA's query on the same images.")
     harm.add_argument("--sizes", type=int, nargs="+", default=[64, 128], help="image sizes (default: 64 128)")
     harm.add_argument("--frames", type=int, default=300, help="timed frames per case (default: 300)")
-    harm.add_argument("--json", metavar="PATH", help="also write the measurement as JSON")
+    add_output(harm, "--json", kind="file", metavar="PATH", help="also write the measurement as JSON")
 
 
 def _add_perf_sim_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -214,7 +239,8 @@ def _add_perf_sim_parser(perf_sub: argparse._SubParsersAction) -> None:
                      help="render the cameras every N-th step (between them the images are not rendered, as a "
                           "benchmark episode of a policy executing N-step chunks runs); several N side by side "
                           "(default: 1; e.g. 1 8)")
-    sim.add_argument("--json", metavar="PATH", help="also write the measurement (with machine info) as JSON")
+    add_output(sim, "--json", kind="file", metavar="PATH",
+               help="also write the measurement (with machine info) as JSON")
 
 
 def _add_perf_policy_parser(perf_sub: argparse._SubParsersAction) -> None:
@@ -231,7 +257,8 @@ def _add_perf_policy_parser(perf_sub: argparse._SubParsersAction) -> None:
     policy.add_argument("--warmup", type=int, default=10, help="untimed queries first (default: 10)")
     policy.add_argument("--threads", type=int, default=1, help="torch intra-op threads (default: 1; 0 = leave)")
     policy.add_argument("--seed", type=int, default=0, help="seed of the first episode and of the policy")
-    policy.add_argument("--json", metavar="PATH", help="also write the measurement (with machine info) as JSON")
+    add_output(policy, "--json", kind="file", metavar="PATH",
+               help="also write the measurement (with machine info) as JSON")
 
 
 def _add_calibrate_parser(sub: Any) -> None:
@@ -255,13 +282,14 @@ def _add_calibrate_parser(sub: Any) -> None:
                      help="calibration seeds START…STOP-1 (sets seed and episodes); below 100000")
     cal.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                      help="override a config field, e.g. --set 'severities=[0.3,1.0]' --set refine=1")
-    cal.add_argument("--out", type=Path, default=Path("runs/calibration"), metavar="DIR",
-                     help="results directory, shared by every factor (default: runs/calibration)")
+    add_output(cal, "--out", kind="dir", type=Path, default=Path("runs/calibration"), metavar="DIR",
+               help="results directory, shared by every factor (default: runs/calibration)")
     cal.add_argument("--workers", type=int, default=1, help="parallel worker processes")
-    cal.add_argument("--write", type=Path, default=DEFAULT_LEVELS, metavar="YAML",
-                     help="levels file to update (default: configs/bench/factors.yaml)")
+    add_output(cal, "--write", kind="file", type=Path, default=DEFAULT_LEVELS, metavar="YAML",
+               help="levels file to update (default: configs/bench/factors.yaml)")
     cal.add_argument("--no-write", action="store_true", help="fit and report only; leave the levels file alone")
-    cal.add_argument("--figure", type=Path, metavar="PNG", help="figure path (default: OUT/calibration.png)")
+    add_output(cal, "--figure", kind="file", type=Path, metavar="PNG",
+               help="figure path (default: OUT/calibration.png)")
 
 
 def _add_liberoplus_parser(sub: Any) -> None:
@@ -321,6 +349,11 @@ def run(args: argparse.Namespace) -> int:
         choice = choose_variant(args.run_dir, args.baseline, args.candidate, args.max_clean_drop, args.json)
         print(format_choice(choice), end="")
         return 0 if choice["chosen"] else 1
+    if args.command == "publish":
+        from eval.publish import publish_run
+
+        print(json.dumps(publish_run(args.dir, args.frames)))
+        return 0
     if args.command == "view":
         from eval.view import write_view
 

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from r2a_cli.outputs import add_output
 from r2a_core.types import CAMERAS
 
 
@@ -33,7 +34,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     c.add_argument("--task", required=True, help="a task with a scripted expert: Lift, Stack, PickPlaceCan, "
                    "StackThree, or libero_spatial/N, libero_object/N (N 0-9; the libero extra)")
     c.add_argument("--episodes", type=int, required=True, help="number of episodes to record")
-    c.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
+    add_output(c, "--out", kind="file", type=Path, required=True, help="output .hdf5 file (written atomically)")
     c.add_argument("--seed", type=int, default=0, help="seed of episode 0; episode i uses seed + i")
     c.add_argument("--workers", type=int, default=1, help="parallel simulator processes")
     c.add_argument("--image-size", type=int, default=128, help="square camera resolution in pixels")
@@ -48,7 +49,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     r = sub.add_parser("rerender", help="render a file's camera images again from its recorded states "
                                         "(after a camera change), copying everything else")
     r.add_argument("source", type=Path, help="input .hdf5 with recorded 'states'")
-    r.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
+    add_output(r, "--out", kind="file", type=Path, required=True, help="output .hdf5 file (written atomically)")
     r.add_argument("--cameras", nargs="+", default=None, help="cameras to render again (default: all recorded)")
     r.add_argument("--shift", metavar="FACTOR:LEVEL", default=None,
                    help="render under an observation-only shift factor (camera, light, background, noise, "
@@ -60,7 +61,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     s = sub.add_parser("image-stats", help="the demos' image statistics visual-OOD scores are measured against "
                                            "(the learned gate's image signal, observation harmonization)")
     s.add_argument("files", nargs="+", type=Path, help="demo files (HDF5 or LeRobot v3) recorded with cameras")
-    s.add_argument("--out", type=Path, required=True, help="output JSON (r2a.image-stats v1, written atomically)")
+    add_output(s, "--out", kind="file", type=Path, required=True,
+               help="output JSON (r2a.image-stats v1, written atomically)")
     s.add_argument("--cameras", nargs="+", default=["agentview"], help="cameras to describe (default: agentview)")
     s.add_argument("--stride", type=int, default=5, help="use every n-th frame (default: 5)")
     s.add_argument("--fit-clean", nargs="+", default=[], type=Path, metavar="FILE",
@@ -79,7 +81,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     o.add_argument("--cameras", nargs="+", default=None,
                    help="score only these cameras (default: every camera of the stats; the shifted renders must "
                         "have re-rendered them)")
-    o.add_argument("--out", type=Path, default=None, help="also write the JSON record here (atomically)")
+    add_output(o, "--out", kind="file", type=Path, default=None, help="also write the JSON record here (atomically)")
     return parser
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 
 from fit.config import STEPS, FitConfig
+from r2a_cli.outputs import add_output
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -18,7 +19,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                "  r2a fit --set base=openpi:ws://127.0.0.1:8000 --set 'tasks=[libero_spatial/0]' --out runs/fit/mine")
     parser.add_argument("--config", default=None, metavar="YAML",
                         help="fit config (e.g. configs/fit/builtin_libero.yaml)")
-    parser.add_argument("--out", required=True, metavar="DIR", help="where the parts go (new, or a fit to resume)")
+    add_output(parser, "--out", kind="dir", required=True, metavar="DIR",
+               help="where the parts go (new, or a fit to resume)")
     parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                         help="override a config field (value parsed as YAML); repeatable")
     parser.add_argument("--until", default=None, choices=STEPS, metavar="STEP",

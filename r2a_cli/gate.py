@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from gating.config import GateTrainConfig
+from r2a_cli.outputs import add_output
 
 
 def build_parser(prog: str) -> argparse.ArgumentParser:
@@ -26,19 +27,20 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     d.add_argument("--frame-stride", type=int, default=2, help="every n-th frame (default 2)")
     d.add_argument("--frames-too", action="store_true",
                    help="rollouts with recorded gate rows (--gate-rows) also give rows of every n-th frame")
-    d.add_argument("--out", type=Path, required=True, metavar="NPZ", help="output file (r2a.gate.data v1)")
+    add_output(d, "--out", kind="file", type=Path, required=True, metavar="NPZ", help="output file (r2a.gate.data v1)")
     t = sub.add_parser("train", help="train the learned gate (torchrun --nproc_per_node N for data parallel)",
                        formatter_class=argparse.RawDescriptionHelpFormatter,
                        epilog="config fields (--set FIELD=VALUE):\n" + GateTrainConfig.help_text() + "\n")
     t.add_argument("--config", default="configs/gate/default.yaml", metavar="YAML")
     t.add_argument("--data", nargs="+", required=True, type=Path, help="gate data files (r2a gate data)")
-    t.add_argument("--out", type=Path, required=True, metavar="DIR", help="checkpoint directory (resumes)")
+    add_output(t, "--out", kind="dir", type=Path, required=True, metavar="DIR", help="checkpoint directory (resumes)")
     t.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE")
     t.add_argument("--wandb", choices=["disabled", "offline", "online"], default="disabled")
     e = sub.add_parser("evaluate", help="offline: base vs reference vs best constant vs learned blend, per shift")
     e.add_argument("--gate", type=Path, required=True, metavar="DIR", help="gate checkpoint")
     e.add_argument("--data", nargs="+", required=True, type=Path, help="gate data of held-out states")
-    e.add_argument("--out", type=Path, required=True, metavar="JSON", help="rows as JSON (a .md table beside it)")
+    add_output(e, "--out", kind="file", type=Path, required=True, metavar="JSON",
+               help="rows as JSON (a .md table beside it)")
     e.add_argument("--validation-only", action="store_true",
                    help="the data are the gate's training files: score only the episodes its training held out")
     i = sub.add_parser("info", help="print a gate checkpoint's manifest summary as JSON")
@@ -59,12 +61,13 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.command == "evaluate":
         from gating.evaluate import evaluate_gate, markdown_table
-        from r2a_core.files import write_json_atomic, write_text_atomic
+        from r2a_core.files import check_output_path, write_json_atomic, write_text_atomic
 
+        table_file = check_output_path(Path(args.out).with_suffix(".md"), "file", "--out's table")
         rows = evaluate_gate(args.gate, args.data, validation_only=args.validation_only)
         write_json_atomic(args.out, {"gate": str(args.gate), "data": [str(p) for p in args.data], "rows": rows})
         table = markdown_table(rows)
-        write_text_atomic(Path(args.out).with_suffix(".md"), table)
+        write_text_atomic(table_file, table)
         print(table, end="")
         return 0
     from r2a.wrapper.gate_checkpoint import read_gate_manifest

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from graph_builder.config import config_help
+from r2a_cli.outputs import add_output
 from r2a_core.errors import R2AInputError
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                            formatter_class=argparse.RawDescriptionHelpFormatter)
     build.add_argument("inputs", nargs="+", metavar="INPUT",
                        help="HDF5 demonstration files and/or LeRobot v3 dataset directories")
-    build.add_argument("--out", required=True, metavar="DIR", help="graph directory to write")
+    add_output(build, "--out", kind="dir", required=True, metavar="DIR", help="graph directory to write")
     build.add_argument("--config", metavar="YAML", help="graph config (default: built-in defaults, identical "
                                                         "to configs/graph/default.yaml)")
     build.add_argument("--set", action="append", default=[], metavar="SECTION.FIELD=VALUE",

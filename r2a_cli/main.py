@@ -1,6 +1,7 @@
 """The ``r2a`` command. Each subcommand group is a module of this package, imported only when it runs.
 
-A group module exposes ``build_parser(prog: str) -> argparse.ArgumentParser`` and ``run(args) -> int``. The
+A group module exposes ``build_parser(prog: str) -> argparse.ArgumentParser`` and ``run(args) -> int``; the paths a
+command writes are declared with :func:`r2a_cli.outputs.add_output` and checked here before ``run``. The
 imports are plain ``from r2a_cli import <group>`` statements inside :func:`group_module`, so ``r2a --help`` stays
 fast and every arrow of the import map is in the source (tests/test_architecture.py reads it).
 """
@@ -74,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     module = group_module(group)
     args = module.build_parser(f"r2a {group}").parse_args(argv[1:])
+    from r2a_cli.outputs import check_outputs  # here: 'r2a --help' imports no group and no numpy
     interrupt_on_sigterm()
     try:
+        check_outputs(args)  # a bad output path: one line, before anything is written
         return int(module.run(args) or 0)
     except R2AInputError as err:
         print(f"r2a {group}: error: {err}", file=sys.stderr)

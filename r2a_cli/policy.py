@@ -11,6 +11,7 @@ from pathlib import Path
 
 from r2a.observation.harmonize import HarmonizeSettings
 from r2a_cli.demos import add_expert_argument, add_start_joint_noise_argument
+from r2a_cli.outputs import add_output
 from r2a_cli.serve import add_serve_arguments, serve
 from r2a_core.types import CAMERAS
 from training.vla.config import TrainConfig
@@ -30,8 +31,9 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     train.add_argument("--demos", nargs="+", required=True, help="HDF5 files or LeRobot v3 directories")
     train.add_argument("--val-demos", nargs="+", default=None,
                        help="files held out for the validation loss instead of every holdout_every-th episode")
-    train.add_argument("--out", required=True, help="checkpoint directory to write (atomically; a run stopped before "
-                                                    "its last step resumes from it, same config and demos)")
+    add_output(train, "--out", kind="dir", required=True,
+               help="checkpoint directory to write (atomically; a run stopped before its last step resumes from it, "
+                    "same config and demos)")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="FIELD=VALUE",
                        help="override a config field (value parsed as YAML); repeatable")
     train.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
@@ -41,7 +43,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     dagger.add_argument("--policy", required=True, help="the learner, e.g. builtin:path/to/ckpt")
     dagger.add_argument("--task", required=True, help="built-in task with a scripted expert")
     dagger.add_argument("--episodes", type=int, required=True)
-    dagger.add_argument("--out", type=Path, required=True, help="output .hdf5 file (written atomically)")
+    add_output(dagger, "--out", kind="file", type=Path, required=True, help="output .hdf5 file (written atomically)")
     dagger.add_argument("--beta", type=float, default=0.0,
                         help="probability per learner chunk that the expert executes it instead (0: learner only)")
     dagger.add_argument("--seed", type=int, default=0, help="seed of episode 0; episode i uses seed + i")
@@ -64,10 +66,14 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     average = sub.add_parser("average", help="average the weights of built-in VLA checkpoints continued from one "
                                              "start (a model soup)")
     average.add_argument("checkpoints", nargs="+")
-    average.add_argument("--out", required=True, help="checkpoint directory to write (atomically)")
+    add_output(average, "--out", kind="dir", required=True, help="checkpoint directory to write (atomically)")
     info = sub.add_parser("info", help="describe a built-in VLA checkpoint (JSON)")
     info.add_argument("checkpoint")
-    sub.add_parser("list", help="list the registered policy names")
+    listing = sub.add_parser("list", help="list the policy names a deployment uses (--all: the diagnostics too)")
+    listing.add_argument("--all", action="store_true",
+                         help="also list the diagnostics, apart: the scripted experts, the oracles, the ablations "
+                              "and the earlier R2A variants the published runs name (not deployable / measurement "
+                              "only)")
     check = sub.add_parser("harmonize-check", help="offline: how far harmonization brings the policy's chunk on "
                                                    "shifted renders back to its chunk on the clean render, per "
                                                    "shift condition and normalizer")
@@ -78,7 +84,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
                        help="re-renders of --clean under shifts (r2a demos rerender CLEAN --shift FACTOR:LEVEL)")
     check.add_argument("--episodes", type=int, default=12, help="first N episodes of each file (default: 12)")
     check.add_argument("--stride", type=int, default=4, help="compare every n-th frame's chunk (default: 4)")
-    check.add_argument("--out", type=Path, default=None, help="also write the rows here (JSON, atomically)")
+    add_output(check, "--out", kind="file", type=Path, default=None, help="also write the rows here (JSON, atomically)")
     serve = sub.add_parser("serve", help="serve a policy with the openpi websocket protocol (the same command as "
                                          "'r2a serve', proxy mode included)")
     add_serve_arguments(serve)
@@ -91,10 +97,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _harmonize_check(args: argparse.Namespace) -> int:
+    from eval.diagnostics import register_diagnostics
     from r2a.wrapper.config import resolve_path
     from r2a_core.files import write_json_atomic
     from training.harmonize_check import harmonize_check, markdown_table
 
+    register_diagnostics()
     rows = harmonize_check(args.policy, resolve_path(args.stats), args.clean, args.shifted, args.episodes, args.stride)
     if args.out is not None:
         write_json_atomic(args.out, {"policy": args.policy, "stats": str(args.stats), "clean": str(args.clean),
@@ -116,9 +124,11 @@ def _train(args: argparse.Namespace) -> int:
 
 def _dagger(args: argparse.Namespace) -> int:
     from demos.collect import CollectConfig, collect
+    from eval.diagnostics import register_diagnostics
     from training.dagger import LearnerExecutor
 
-    executor = LearnerExecutor(args.policy, args.beta, gate_rows=args.gate_rows)
+    # a diagnostic learner (e.g. r2a-harmonize-hold, whose closed-loop rows trained a gate) builds in the workers too
+    executor = LearnerExecutor(args.policy, args.beta, gate_rows=args.gate_rows, prepare=register_diagnostics)
     result = collect(CollectConfig(task=args.task, episodes=args.episodes, out=args.out, seed=args.seed,
                                    workers=args.workers, image_size=args.image_size, cameras=tuple(args.cameras),
                                    executor=executor, lookahead=args.lookahead, expert=args.expert,
@@ -149,10 +159,21 @@ def _info(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from r2a.policies.registry import POLICIES
+    from eval.diagnostics import register_diagnostics
+    from r2a.policies.registry import DIAGNOSTICS_HEADING, POLICIES, policy_names
 
-    for name, (_, help_) in sorted(POLICIES.items()):
-        print(f"{name:<14} {help_}")
+    register_diagnostics()
+    names, diagnostics = policy_names(), policy_names(diagnostic=True)
+    width = max(map(len, names + diagnostics if args.all else names)) + 1
+    for name in names:
+        print(f"{name:<{width}} {POLICIES[name].help}")
+    if args.all:
+        print(f"\n{DIAGNOSTICS_HEADING}:")
+        for name in diagnostics:
+            print(f"{name:<{width}} {POLICIES[name].help}")
+    else:
+        print(f"\n(and {len(diagnostics)} {DIAGNOSTICS_HEADING}: the scripted experts, the oracles, the ablations "
+              "and the earlier R2A variants the published runs name; r2a policy list --all)")
     return 0
 
 

@@ -6,6 +6,7 @@ import argparse
 import json
 from pathlib import Path
 
+from r2a_cli.outputs import add_output
 from training.retriever.config import RetrieverTrainConfig
 
 
@@ -21,7 +22,7 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     train.add_argument("--demos", nargs="+", required=True, metavar="FILE",
                        help="held-out demonstrations with images (not in the graph), clean and re-rendered under "
                             "training-split shifts (r2a demos rerender --shift F:L --seed S)")
-    train.add_argument("--out", required=True, type=Path, metavar="DIR", help="checkpoint directory")
+    add_output(train, "--out", kind="dir", required=True, type=Path, metavar="DIR", help="checkpoint directory")
     train.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                        help="override a config field (value parsed as YAML); repeatable")
     train.add_argument("--wandb", choices=["offline", "online", "disabled"], default="disabled",
@@ -32,7 +33,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     match.add_argument("--paraphrases", default=None, metavar="YAML",
                        help="training paraphrases per task (default: configs/task_match/train_paraphrases.yaml; "
                             "paraphrases of tasks outside the graph must match none)")
-    match.add_argument("--out", type=Path, default=None, metavar="JSON", help="also write the fit and its grid here")
+    add_output(match, "--out", kind="file", type=Path, default=None, metavar="JSON",
+               help="also write the fit and its grid here")
     info = sub.add_parser("info", help="print a retriever checkpoint's manifest summary as JSON")
     info.add_argument("dir", type=Path)
     ev = sub.add_parser("evaluate", help="offline: errors of the base chunk, the GNN and kNN references and "
@@ -46,7 +48,8 @@ def build_parser(prog: str) -> argparse.ArgumentParser:
     ev.add_argument("--demos", nargs="*", default=[], metavar="FILE", help="held-out demonstration files")
     ev.add_argument("--dagger", nargs="*", default=[], metavar="FILE", help="DAgger files with lookahead labels")
     ev.add_argument("--frame-stride", type=int, default=2, help="every n-th frame (default 2)")
-    ev.add_argument("--out", type=Path, required=True, metavar="JSON", help="rows as JSON (a .md table beside it)")
+    add_output(ev, "--out", kind="file", type=Path, required=True, metavar="JSON",
+               help="rows as JSON (a .md table beside it)")
     return parser
 
 
@@ -76,9 +79,10 @@ def _evaluate(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from r2a.wrapper.build import build_r2a
-    from r2a_core.files import write_json_atomic, write_text_atomic
+    from r2a_core.files import check_output_path, write_json_atomic, write_text_atomic
     from training.retriever.offline import build_offline, evaluate_episodes, markdown_table, summarize
 
+    table_file = check_output_path(Path(args.out).with_suffix(".md"), "file", "--out's table")
     config, base, gnn, recorded = build_offline(args.config, args.overrides, args.demos, args.dagger)
     knn = build_r2a(replace(config, retrieval=replace(config.retrieval, mode="knn"),
                             recovery=replace(config.recovery, enabled=False)), base)
@@ -89,7 +93,7 @@ def _evaluate(args: argparse.Namespace) -> int:
     write_json_atomic(args.out, {"config": config.to_dict(), "demos": [str(p) for p in args.demos],
                                  "dagger": [str(p) for p in args.dagger], "rows": rows})
     table = markdown_table(rows)
-    write_text_atomic(Path(args.out).with_suffix(".md"), table)
+    write_text_atomic(table_file, table)
     print(table, end="")
     return 0
 

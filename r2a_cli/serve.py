@@ -29,7 +29,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``r2a serve`` (and of its alias ``r2a policy serve``)."""
     parser.add_argument("--policy", default=None,
                         help="policy spec to serve (default: builtin; with --upstream: r2a), e.g. builtin:DIR, "
-                             "r2a:configs/r2a/builtin.yaml, r2a-knn")
+                             "r2a:configs/r2a/builtin.yaml, r2a:FIT_DIR, r2a-builtin")
     parser.add_argument("--host", default="127.0.0.1",
                         help="interface to listen on (default: loopback only; 0.0.0.0 serves every interface and "
                              "is logged as a warning — set an API key then)")
@@ -76,11 +76,13 @@ def serve(args: argparse.Namespace) -> int:
 
 def build_server(args: argparse.Namespace) -> Any:
     """The :class:`~r2a.serve.policy_server.PolicyServer` of ``r2a serve`` / ``r2a policy serve`` (not started)."""
+    from eval.diagnostics import register_diagnostics
     from r2a.serve.policy_server import API_KEY_ENV, PolicyServer, ServerLimits
     from r2a_core.errors import R2AInputError
 
     if not args.max_message_mb > 0:
         raise R2AInputError(f"--max-message-mb must be positive, got {args.max_message_mb}")
+    register_diagnostics()  # the earlier variants and ablations serve under their names (experts and oracles refuse)
     limits = ServerLimits(max_message_bytes=int(args.max_message_mb * 2**20))
     if getattr(args, "upstream", None) or getattr(args, "keymap", None):
         policy: Any = _proxy(args)

@@ -4,6 +4,8 @@ Everything r2a writes — demonstration files, graphs, checkpoints, reports, ben
 :func:`atomic_write` (one file) or :func:`atomic_dir` (a directory): the content is written under a unique
 temporary name next to the target, flushed and fsync'ed, then renamed into place. An exception (or Ctrl-C, or
 SIGTERM, which the ``r2a`` command turns into one) removes the temporary and leaves the target as it was.
+Before any of that, :func:`check_output_path` refuses an output path no writer could complete (a directory where a
+file goes, a file where a directory goes, a path under a file) with a one-line error.
 """
 
 from __future__ import annotations
@@ -239,6 +241,41 @@ def to_json_safe(value: Any) -> Any:
     return value
 
 
+#: what :func:`check_output_path` checks a path for: a file written there, or a directory made (or filled) there
+OUTPUT_KINDS = ("file", "dir")
+
+
+def check_output_path(path: str | Path, kind: str, name: str = "") -> Path:
+    """Refuse, before anything is written, an output path that no writer here could complete; return it as a Path.
+
+    ``kind="dir"``: the path must not be an existing file, nor lie under one (some parent a file); ``kind="file"``:
+    it must not be an existing directory, nor lie under a file. A path that does not exist yet is fine: the writers
+    make its parents. Nothing is created or changed. The error is a one-line :class:`R2AInputError` that starts
+    with ``name`` (the flag, e.g. ``--out``) and the path, and says what was expected. The ``r2a`` command checks
+    every output argument with it before the command runs (r2a_cli/outputs.py).
+    """
+    from r2a_core.errors import R2AInputError
+
+    if kind not in OUTPUT_KINDS:
+        raise ValueError(f"kind must be one of {OUTPUT_KINDS}, got {kind!r}")
+    path = Path(path)
+    label = f"{name} {path}" if name else str(path)
+    expected = "a directory" if kind == "dir" else "a file"
+    try:
+        if kind == "dir" and path.exists() and not path.is_dir():
+            raise R2AInputError(f"{label}: is a file; expected a directory (a new one, or one to write into)")
+        if kind == "file" and path.is_dir():
+            raise R2AInputError(f"{label}: is a directory; expected a file (a new one, or one to replace)")
+        blocker = next((parent for parent in path.parents if parent.exists()), None)
+    except OSError as err:  # e.g. a parent that may not be searched
+        raise R2AInputError(f"{label}: cannot be checked ({err.strerror or err}); expected {expected} path "
+                            "that can be written") from None
+    if blocker is not None and not blocker.is_dir():
+        raise R2AInputError(f"{label}: {blocker} is a file, not a directory; expected {expected} path whose "
+                            "parents are directories")
+    return path
+
+
 def link_or_copy(src: str | Path, dst: str | Path) -> None:
     """Hard-link ``src`` to ``dst`` (same filesystem), else copy it: carries a file into a new checkpoint dir."""
     try:
@@ -247,6 +284,6 @@ def link_or_copy(src: str | Path, dst: str | Path) -> None:
         shutil.copy2(src, dst)
 
 
-__all__ = ["atomic_dir", "atomic_path", "atomic_write", "commit_file", "fsync_file", "link_or_copy",
-           "read_manifest_json", "remove_stale_temporaries", "temp_sibling", "to_json_safe", "write_json_atomic",
-           "write_text_atomic"]
+__all__ = ["OUTPUT_KINDS", "atomic_dir", "atomic_path", "atomic_write", "check_output_path", "commit_file",
+           "fsync_file", "link_or_copy", "read_manifest_json", "remove_stale_temporaries", "temp_sibling",
+           "to_json_safe", "write_json_atomic", "write_text_atomic"]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The strong LIBERO base (registry name builtin-libero-strong, issue 46): the built-in VLA's recipe in full on
+# The strong LIBERO base (registry name builtin-libero-strong): the built-in VLA's recipe in full on
 # libero_spatial + libero_object — expert demonstrations whose arm starts are spread (robosuite's default
 # initialization noise, Gaussian 0.02 rad per joint, chosen a priori), DART demonstrations, behaviour cloning, then
 # DAgger rounds with the expert's lookahead chunk labels, each continuing the last stage on all data so far; the
@@ -10,8 +10,8 @@
 #   STEP=demos bash scripts/libero_strong_base.sh # one step only: demos | stage1 | dagger1 | stage2 | dagger2 | stage3
 #   THREADS=1 bash scripts/libero_strong_base.sh  # training on one core (beside ACT's training on the other)
 #
-# On a new machine, `bash scripts/wip_state.sh restore` first: the training checkpoints saved on main come back, the
-# demos are re-collected (`wip_state.sh check`: the same bytes?), and training resumes if their episodes are the same.
+# On a new machine the demos are re-collected by their own step; training resumes from a checkpoint in runs/ only on
+# the same episodes (the trainer compares each file's episodes digest and names a run it refuses).
 set -euo pipefail
 R2A=${R2A:-.venv/bin/r2a}
 DATA=${DATA:-data/libero_strong}

@@ -63,7 +63,7 @@ def test_a_directory_of_several_policies_needs_a_choice(tmp_path):
     assert result["rows"][0]["sr_a"] == 1.0
     with pytest.raises(R2AInputError, match="unknown 'r3a'"):
         compare_runs(a, a, policy_a="r3a", policy_b="r2a")
-    with pytest.raises(R2AInputError, match="no results.jsonl"):
+    with pytest.raises(R2AInputError, match=r"results\.jsonl: no such file \(nor results\.jsonl\.gz"):
         compare_runs(tmp_path / "missing", a)
 
 

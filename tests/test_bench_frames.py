@@ -71,3 +71,27 @@ def test_no_camera_no_frames():
     strip = FrameStrip()
     strip(SimpleNamespace(index=0, obs={"state/ee_pos": np.zeros(3)}, reply={}))
     assert strip.count == 0
+
+
+def test_a_saved_strip_is_webp_that_reads_like_its_png(monkeypatch):
+    """WebP at STRIP_QUALITY (where Pillow has it): the same size, pixels close to the PNG's, smaller, and the same
+    bytes for the same pixels; PNG where Pillow lacks WebP."""
+    from PIL import Image
+
+    from eval import frames as frames_module
+    from eval.frames import encode_strip, webp_available
+
+    strip = FrameStrip()
+    _run(strip, 150, side=64)
+    pixels = strip.image()
+    data, suffix = strip.encoded()
+    if webp_available():
+        assert suffix == ".webp" and data[:4] == b"RIFF" and data[8:12] == b"WEBP"
+        with Image.open(io.BytesIO(data)) as image:
+            assert image.mode == "RGB" and np.abs(np.asarray(image, np.int16) - pixels).mean() < 3
+        assert len(data) < len(strip.png()) and encode_strip(pixels) == (data, suffix)
+        opaque = np.concatenate([pixels, np.full(pixels.shape[:2] + (1,), 255, np.uint8)], axis=2)
+        assert encode_strip(opaque) == (data, suffix)                   # matplotlib's RGBA PNGs, stored as RGB
+    monkeypatch.setattr(frames_module, "webp_available", lambda: False)
+    data, suffix = encode_strip(pixels)
+    assert suffix == ".png" and (_decoded(data)[..., :3] == pixels).all()

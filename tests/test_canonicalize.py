@@ -278,20 +278,24 @@ def test_degenerate_frames_never_give_nan(synthetic_reference: CanonReference, i
 
 
 def test_registry_and_r2a_variant_know_canonicalize() -> None:
-    from r2a.policies.registry import POLICIES, R2A_ABLATIONS, r2a_config_for
+    from eval.diagnostics import register_diagnostics
+    from r2a.policies.registry import POLICIES, R2A_VARIANTS, r2a_config_for
 
-    assert {"canonicalize", "oracle-canonicalize", "r2a-harmonize-hold-canon"} <= set(POLICIES)
-    assert "NOT deployable" in POLICIES["oracle-canonicalize"][1]
+    register_diagnostics()
+    assert not POLICIES["canonicalize"].diagnostic and r2a_config_for("r2a-builtin").canonicalize.enabled
+    assert POLICIES["oracle-canonicalize"].diagnostic and POLICIES["r2a-harmonize-hold-canon"].diagnostic
     config = r2a_config_for("r2a-harmonize-hold-canon")
     assert config.canonicalize.enabled and config.harmonize.enabled and config.gate.holding_scale == 0
     assert not r2a_config_for("r2a-harmonize-hold").canonicalize.enabled
-    assert "canonicalize.enabled=true" in R2A_ABLATIONS["r2a-harmonize-hold-canon"][0]
+    assert "canonicalize.enabled=true" in R2A_VARIANTS["r2a-harmonize-hold-canon"].overrides
 
 
 def test_oracle_refuses_to_run_without_a_simulator() -> None:
+    from eval.diagnostics import register_diagnostics
     from r2a.policies.registry import make_policy
     from r2a_core.errors import R2AInputError
 
+    register_diagnostics()
     with pytest.raises(R2AInputError, match="needs a simulator"):
         make_policy("oracle-canonicalize:builtin")
 

@@ -237,10 +237,12 @@ def test_training_refuses_data_outside_the_training_split(tmp_path):
 
 
 def test_the_shipped_gate_and_its_ablations_load():
-    from r2a.policies.registry import R2A_ABLATIONS, r2a_config_for
+    from eval.diagnostics import register_diagnostics
+    from r2a.policies.registry import R2A_VARIANTS, r2a_config_for
     from r2a.wrapper.config import resolve_path
     from r2a.wrapper.gate_checkpoint import load_gate
 
+    register_diagnostics()
     config = r2a_config_for("r2a")
     assert config.gate.kind == "learned"
     ckpt = load_gate(resolve_path(config.gate.checkpoint), OSC_POSE_DELTA)
@@ -248,7 +250,7 @@ def test_the_shipped_gate_and_its_ablations_load():
     assert max(ckpt.seeds) < 100_000 and ckpt.provenance["best_constant"]
     assert load_image_stats(resolve_path(config.gate.image_stats)).cameras["agentview"].frames > 1000
     for name in ("r2a-gate-nodisagreement", "r2a-gate-noimage"):
-        assert name in R2A_ABLATIONS
+        assert name in R2A_VARIANTS
         ablated = load_gate(resolve_path(r2a_config_for(name).gate.checkpoint), OSC_POSE_DELTA)
         assert len(ablated.layout.signals) == 1
     assert r2a_config_for("r2a-fixed").gate.kind == "fixed"

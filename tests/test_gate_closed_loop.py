@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pytest
 
+from eval.oracles import oracle_gate
 from gating.config import GateTrainConfig
 from gating.data import FORMAT, build_gate_data, load_gate_data, save_gate_data
 from gating.synthetic import synthetic_gate_data
@@ -17,7 +18,6 @@ from graph_builder.build import build_graph_from_episodes
 from graph_builder.storage import save_graph
 from graph_builder.synthetic import synthetic_episodes
 from r2a.adapters.callable_policy import CallablePolicy
-from r2a.policies.oracles import oracle_gate
 from r2a.wrapper.build import build_r2a, load_r2a_config
 from r2a.wrapper.gate import closest_gate
 from r2a_core.errors import R2AInputError
@@ -182,11 +182,13 @@ def test_the_dagger_command_records_closed_loop_rows_of_the_published_variant(tm
 
 
 def test_the_shipped_closed_loop_gate_loads_under_its_variants():
+    from eval.diagnostics import register_diagnostics
     from r2a.policies.registry import r2a_config_for
     from r2a.wrapper.config import resolve_path
     from r2a.wrapper.gate_checkpoint import load_gate
 
-    for name in ("r2a-harmonize-hold-clgate", "r2a-harmonize-hold-clgate-canon"):
+    register_diagnostics()
+    for name in ("r2a-harmonize-hold-clgate", "r2a-harmonize-hold-clgate-canon", "r2a-builtin"):
         config = r2a_config_for(name)
         assert config.gate.holding_scale == 0 and config.harmonize.enabled
         ckpt = load_gate(resolve_path(config.gate.checkpoint), OSC_POSE_DELTA)

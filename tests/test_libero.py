@@ -56,8 +56,11 @@ def test_the_robosuite_backend_refuses_a_libero_task():
 def test_r2a_libero_is_the_published_variant_with_libero_s_parts():
     """`--policy r2a-libero` is r2a-harmonize-hold's settings around the LIBERO base, every part made on LIBERO
     (a graph over both suites, training seeds only); a config after the colon replaces builtin_libero.yaml."""
+    from eval.diagnostics import register_diagnostics
     from graph_builder.storage import read_manifest
     from r2a.policies.registry import r2a_config_for
+
+    register_diagnostics()
     from r2a.wrapper.config import resolve_path
     from r2a.wrapper.gate_checkpoint import load_gate
     from r2a_core.types import OSC_POSE_DELTA
@@ -76,9 +79,10 @@ def test_r2a_libero_is_the_published_variant_with_libero_s_parts():
 
 
 def test_r2a_libero_strong_is_what_its_fit_writes_with_the_shipped_parts():
-    """`--policy r2a-libero-strong` (issue 46) is the config `r2a fit --config configs/fit/builtin_libero_strong.yaml`
-    writes — configs/r2a/builtin.yaml's settings with the fit's deploy list — around the strong base, its parts
-    shipped under r2a_libero_strong_* (both suites' graph, a gate whose seeds are all training seeds)."""
+    """`--policy r2a-libero-strong` is the config `r2a fit --config configs/fit/builtin_libero_strong.yaml` writes —
+    configs/r2a/builtin.yaml's settings with the fit's deploy list — around the strong base, its parts shipped under
+    r2a_libero_strong_* (both suites' graph, a gate whose seeds are all training seeds)."""
+    from eval.diagnostics import register_diagnostics
     from fit.config import FitConfig
     from graph_builder.storage import read_manifest
     from r2a.policies.registry import r2a_config_for
@@ -86,6 +90,7 @@ def test_r2a_libero_strong_is_what_its_fit_writes_with_the_shipped_parts():
     from r2a.wrapper.gate_checkpoint import load_gate
     from r2a_core.types import OSC_POSE_DELTA
 
+    register_diagnostics()
     config = r2a_config_for("r2a-libero-strong")
     parts = (config.graph, config.retriever, config.gate.checkpoint, config.gate.image_stats,
              config.harmonize.image_stats)
@@ -416,7 +421,7 @@ def test_r2a_libero_drives_a_libero_scene_in_bounds():
 
     sim = make_sim(SimConfig(task="libero_spatial/0", image_size=128))
     try:
-        obs, policy = sim.reset(100000), make_policy("r2a-libero", sim, 0)
+        obs, policy = sim.reset(100000), make_policy("r2a-builtin-libero", sim, 0)
         policy.reset()
         for _ in range(3):
             chunk = np.asarray(policy.infer(obs)["actions"])
@@ -429,10 +434,12 @@ def test_r2a_libero_drives_a_libero_scene_in_bounds():
 
 
 def test_r2a_libero_strong_noharm_is_r2a_libero_strong_without_the_blend():
-    """The strong base's do-no-harm variant (issue 46, chosen on training seeds): the same parts and settings as
+    """The strong base's do-no-harm variant (chosen on training seeds): the same parts and settings as
     r2a-libero-strong, S bounded at 0 on every dimension (recovery, harmonization and task matching stay)."""
+    from eval.diagnostics import register_diagnostics
     from r2a.policies.registry import r2a_config_for
 
+    register_diagnostics()
     strong, noharm = r2a_config_for("r2a-libero-strong"), r2a_config_for("r2a-libero-strong-noharm")
     assert (noharm.gate.max_gate, noharm.gate.translation, noharm.gate.rotation) == (0, 0, 0)
     assert noharm.recovery.enabled and noharm.harmonize.enabled and noharm.task_match.mode == "meaning"

@@ -8,10 +8,10 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
+from eval.oracles import oracle_gate
 from graph_builder.build import build_graph_from_episodes
 from graph_builder.storage import save_graph
 from graph_builder.synthetic import synthetic_episodes
-from r2a.policies.oracles import oracle_gate
 from r2a.wrapper.build import build_r2a, load_r2a_config
 from r2a.wrapper.policy import summarize_diagnostics
 from r2a_core.errors import R2AInputError
@@ -100,7 +100,7 @@ def lift():
 
 
 def test_the_lookahead_is_the_experts_own_future_and_leaves_the_simulator_as_it_was(lift):
-    from r2a.policies.oracles import ExpertChunks
+    from eval.oracles import ExpertChunks
 
     expert = ExpertChunks(lift, 8)
     lift.reset(SEED)
@@ -128,8 +128,10 @@ def _queries(lift, name: str, steps: int = 17):
     """Roll ``name`` out for ``steps`` control steps; per gated query: its gate inputs, expert chunk, S, trace and
     the actions it executed."""
     from demos.rollout import run_episode
+    from eval.diagnostics import register_diagnostics
     from r2a.policies import make_policy
 
+    register_diagnostics()
     policy = make_policy(name, lift, SEED)
     source, queries = policy.wrapper.parts.gate_source, []
 
@@ -180,10 +182,12 @@ def test_each_oracle_replaces_its_part_and_traces_the_oracle_s(lift, name):
             np.testing.assert_allclose(oracle[:6][moves], 0.5)
 
 
-def test_oracles_need_a_simulator_and_say_they_are_not_deployable():
+def test_oracles_need_a_simulator_and_are_registered_as_diagnostics():
+    from eval.diagnostics import register_diagnostics
     from r2a.policies import POLICIES, make_policy
 
+    register_diagnostics()
     for name in ("oracle-ref", "oracle-gate", "oracle-both"):
-        assert "NOT deployable" in POLICIES[name][1]
+        assert POLICIES[name].diagnostic and "privileged simulator state" in POLICIES[name].help
         with pytest.raises(R2AInputError, match="needs a simulator"):
             make_policy(name)

@@ -177,9 +177,12 @@ def test_recovery_leaves_a_start_inside_the_absolute_floor_alone(graph_dir):
 
 
 def test_registry_names_and_bad_configs(graph_dir):
-    from r2a.policies import POLICIES, make_policy
+    from eval.diagnostics import register_diagnostics
+    from r2a.policies import make_policy, policy_names
 
-    assert {"r2a", "r2a-knn", "r2a-nogate", "r2a-norecovery"} <= set(POLICIES)
+    register_diagnostics()
+    assert {"r2a", "r2a-builtin", "r2a-builtin-libero", "r2a-builtin-libero-strong"} <= set(policy_names())
+    assert {"r2a-knn", "r2a-nogate", "r2a-norecovery"} <= set(policy_names(diagnostic=True))
     policy = make_policy(f"r2a-nogate:?graph={graph_dir}&retriever=null&retrieval.mode=knn&"
                          "base=callable:test_r2a_wrapper:still")
     assert policy.parts.max_gate == 1.0 and policy.parts.recovery is not None

@@ -259,7 +259,7 @@ def test_adapters_and_specs_the_proxy_cannot_use_are_refused_before_connecting(d
     nowhere = "ws://127.0.0.1:9"  # never contacted
     with pytest.raises(R2AInputError, match="needs state/ee_pos, state/ee_quat, state/gripper from every observation"):
         build_proxy(_spec(demos[1]), nowhere, KeyMap(copy={"prompt": "prompt"}, source="prompt-only.yaml"))
-    with pytest.raises(R2AInputError, match="--policy must be r2a, r2a-knn, r2a-nogate, r2a-norecovery"):
+    with pytest.raises(R2AInputError, match="--policy must be r2a, r2a-builtin, r2a-builtin-libero, r2a-builtin-lib"):
         build_proxy("builtin", nowhere)
 
 
@@ -418,11 +418,13 @@ def test_the_proxy_serves_the_published_r2a_an_episode_step_for_step_as_in_proce
     --upstream` (openpi's client → proxy → the same server) — every executed action and every diagnostic equal."""
     pytest.importorskip("robosuite")
     from demos.rollout import run_episode
+    from eval.diagnostics import register_diagnostics
     from r2a.policies import make_policy
     from sim.envs.backends import make_sim
     from sim.envs.robosuite_env import SimConfig
     from sim.shifts import ShiftHooks
 
+    register_diagnostics()  # as r2a serve does
     spec = "r2a-harmonize-hold"
     base_server = PolicyServer(make_policy("builtin"), port=0)
     base_url = f"ws://127.0.0.1:{base_server.start()}"

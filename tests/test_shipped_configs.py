@@ -19,7 +19,7 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 #: the bench configs that are runs (factors.yaml holds levels, calibration.yaml the calibration's settings)
 BENCH_RUNS = sorted(p for p in (CONFIGS / "bench").glob("*.yaml") if p.stem not in ("factors", "calibration"))
 #: diagnostics that run on training seeds on purpose (their policies read the simulator's privileged state)
-TRAINING_SEED_RUNS = ("headroom",)
+TRAINING_SEED_RUNS = ("headroom", "libero_strong_headroom")
 
 
 @pytest.mark.parametrize("path", sorted((CONFIGS / "r2a").glob("*.yaml")), ids=lambda p: p.name)

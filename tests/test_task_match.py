@@ -103,9 +103,11 @@ def test_the_training_paraphrases_share_no_sentence_with_liberoplus_language_var
 @pytest.mark.parametrize("name, published, thresholds",
                          [("r2a-noharm", "r2a-harmonize-hold-clgate-canon", (0.65, 0.03)),
                           ("r2a-libero-noharm", "r2a-libero", (0.70, 0.02))])
-def test_the_noharm_variants_are_the_published_ones_with_issue_49s_levers(name, published, thresholds):
+def test_the_noharm_variants_are_the_published_ones_with_task_matching_by_meaning(name, published, thresholds):
+    from eval.diagnostics import register_diagnostics
     from r2a.policies.registry import r2a_config_for
 
+    register_diagnostics()
     variant, before = r2a_config_for(name).to_dict(), r2a_config_for(published).to_dict()
     match = variant.pop("task_match")
     assert (match["mode"], match["unknown"], (match["min_similarity"], match["min_margin"])) == \

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -127,7 +127,7 @@ def attach_gate_recorder(learner: Any) -> GateRowRecorder:
     parts = getattr(wrapper, "parts", None)
     if parts is None or not isinstance(parts.gate, LearnedGate):
         raise R2AInputError("--gate-rows records an R2A wrapper's learned-gate inputs: give an R2A policy with a "
-                            "learned gate as --policy (e.g. r2a-harmonize-hold)")
+                            "learned gate as --policy (e.g. r2a-builtin)")
     if parts.gate_source is not None:
         raise R2AInputError("--gate-rows: the policy already replaces its gate's S (an oracle); give a deployable "
                             "R2A variant")
@@ -143,14 +143,21 @@ class LearnerExecutor:
     spec: str
     beta: float = 0.0
     gate_rows: bool = False
+    #: a picklable function run before the learner is built, here and in every worker process (the ``r2a`` command
+    #: passes :func:`eval.diagnostics.register_diagnostics`, so that a diagnostic name builds in the workers too)
+    prepare: Callable[[], None] | None = None
 
     def __post_init__(self) -> None:
         from r2a.policies.registry import parse_policy_spec
 
+        if self.prepare is not None:
+            self.prepare()
         parse_policy_spec(self.spec)  # an unknown name fails here, before any worker process starts
         _check_beta(self.beta)
 
     def __call__(self, sim: Any, seed: int) -> LearnerControl:
+        if self.prepare is not None:
+            self.prepare()
         learner = _learner(self.spec, sim)
         recorder = None
         if self.gate_rows:

@@ -43,10 +43,12 @@ class _Timings:
 def measure_policy_latency(spec: str, task: str = "Lift", image_size: int = 64, queries: int = 200,
                            warmup: int = 10, seed: int = 0, threads: int | None = 1) -> dict[str, Any]:
     """Time ``queries`` policy queries (after ``warmup`` untimed ones) and the simulator steps they drive."""
+    from eval.diagnostics import register_diagnostics
     from r2a.policies import make_policy
     from sim.envs.backends import make_sim
     from sim.envs.robosuite_env import SimConfig
 
+    register_diagnostics()
     if queries < 1 or warmup < 0:
         raise R2AInputError(f"queries={queries}, warmup={warmup}: expected queries >= 1 and warmup >= 0")
     torch_threads = _set_torch_threads(threads)

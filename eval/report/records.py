@@ -1,10 +1,13 @@
-"""Reading benchmark records: ``results.jsonl`` → validated episode records, the last record of each job, and
-:class:`Jobs`, the valid records indexed by job with the clean/shifted pairings every table is built on."""
+"""Reading benchmark records: ``results.jsonl`` (or a published run's ``results.jsonl.gz``) → validated episode
+records, the last record of each job, and :class:`Jobs`, the valid records indexed by job with the clean/shifted
+pairings every table is built on."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import logging
+import zlib
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
@@ -22,15 +25,16 @@ JobKey = tuple[str, str, str, int, int]
 
 
 def load_records(path: Path, dedupe: bool = True) -> list[dict[str, Any]]:
-    """Read ``results.jsonl``: one episode record per line, the last record of a job wins (``dedupe=False``: every
-    record in file order, for files whose jobs are told apart by more than the job key — calibration).
+    """Read ``results.jsonl`` (or a published ``results.jsonl.gz``: :func:`read_records_text`): one episode record per
+    line, the last record of a job wins (``dedupe=False``: every record in file order, for files whose jobs are told
+    apart by more than the job key — calibration).
 
     A killed run can leave a truncated last line: it is skipped with a warning (the job is simply re-run on
     resume). A malformed line elsewhere, a record of another schema or of an unknown ``schema_version`` raises
     :class:`R2AInputError` naming the file and line.
     """
     path = Path(path)
-    lines = path.read_text(encoding="utf-8").splitlines()
+    lines = read_records_text(path).splitlines()
     last = max((i for i, line in enumerate(lines) if line.strip()), default=-1)
     records = []
     for i, line in enumerate(lines):
@@ -52,6 +56,18 @@ def load_records(path: Path, dedupe: bool = True) -> list[dict[str, Any]]:
     unique, replaced = dedupe_records(records)
     log.info("%s: %d records, %d jobs (%d superseded by a later record)", path, len(records), len(unique), replaced)
     return unique
+
+
+def read_records_text(path: Path) -> str:
+    """The text of a records file: ``*.gz`` decompressed (a published run's, :mod:`eval.publish`), else as it is."""
+    path = Path(path)
+    if path.suffix != ".gz":
+        return path.read_text(encoding="utf-8")
+    try:
+        return gzip.decompress(path.read_bytes()).decode("utf-8")
+    except (OSError, EOFError, zlib.error) as exc:  # gzip raises BadGzipFile (an OSError) or EOFError when cut short
+        raise R2AInputError(f"{path}: not a complete gzip file ({exc}); publish the run again "
+                            "('r2a bench publish DIR' from its results.jsonl)") from exc
 
 
 def validate_record(rec: Any) -> str | None:
@@ -133,4 +149,4 @@ def modifies_state(records: Iterable[Record]) -> bool | None:
 
 
 __all__ = ["JobKey", "Jobs", "REQUIRED_FIELDS", "Record", "dedupe_records", "job_key", "load_records", "modifies_state",
-           "validate_record"]
+           "read_records_text", "validate_record"]

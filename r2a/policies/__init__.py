@@ -1,5 +1,16 @@
-"""Policies chosen by name: ``make_policy("expert", sim, seed)``, ``make_policy("expert_noisy:0.3", ...)``."""
+"""Policies chosen by name: ``make_policy("builtin")``, ``make_policy("r2a-builtin", sim, seed)``; the diagnostics
+(experts, oracles, ablations, earlier variants) once :func:`eval.diagnostics.register_diagnostics` has run."""
 
-from r2a.policies.registry import POLICIES, PolicyContext, make_policy, parse_policy_spec, register_policy
+from r2a.policies.registry import (
+    POLICIES,
+    PolicyContext,
+    PolicyEntry,
+    make_policy,
+    parse_policy_spec,
+    policy_names,
+    register_policy,
+    register_r2a_variant,
+)
 
-__all__ = ["POLICIES", "PolicyContext", "make_policy", "parse_policy_spec", "register_policy"]
+__all__ = ["POLICIES", "PolicyContext", "PolicyEntry", "make_policy", "parse_policy_spec", "policy_names",
+           "register_policy", "register_r2a_variant"]

@@ -2,13 +2,21 @@
 
 Factories receive a :class:`PolicyContext` (the simulator, for privileged experts and the action space; the
 policy seed; the text after the colon, e.g. a checkpoint path). Unknown names list the valid ones.
+
+This module registers what a deployment runs: the shipped bases, the adapters, the observation wrappers, R2A
+(``r2a``, ``r2a:CONFIG.yaml``, ``r2a:FIT_DIR``) and one R2A preset per shipped base, named for it
+(``r2a-builtin``, …: the settings the project recommends for that base). What only measures — the scripted
+experts, the oracles, the ablations and the R2A variants under the names the published runs recorded — is
+registered as a *diagnostic* (:attr:`PolicyEntry.diagnostic`) by :func:`eval.diagnostics.register_diagnostics`,
+which every command and worker process of the benchmark calls; r2a never imports eval, so a deployment never sees
+them. :func:`register_policy` and :func:`register_r2a_variant` are how either side adds a name.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from r2a_core.config import did_you_mean, shipped_path
 from r2a_core.errors import R2AInputError
@@ -23,38 +31,74 @@ class PolicyContext:
 
 
 PolicyFactory = Callable[[PolicyContext], Policy]
-POLICIES: dict[str, tuple[PolicyFactory, str]] = {}
 
 
-def register_policy(name: str, help_: str) -> Callable[[PolicyFactory], PolicyFactory]:
-    """Decorator: make ``factory`` available as ``--policy name``."""
+@dataclass(frozen=True)
+class PolicyEntry:
+    """A registered name: what builds it, its one-line help, and whether it only measures."""
+
+    factory: PolicyFactory
+    help: str
+    diagnostic: bool = False
+    """not deployable, measurement only (privileged simulator state, an ablation, a variant of the project's
+    history): registered by :mod:`eval.diagnostics`, listed apart by ``r2a policy list --all``"""
+
+
+POLICIES: dict[str, PolicyEntry] = {}
+#: how an unknown-name error and ``r2a policy list --all`` head the diagnostics
+DIAGNOSTICS_HEADING = "diagnostics (not deployable / measurement only)"
+
+
+def register_policy(name: str, help_: str, diagnostic: bool = False) -> Callable[[PolicyFactory], PolicyFactory]:
+    """Decorator: make ``factory`` available as ``--policy name`` (``diagnostic``: a measurement-only name)."""
 
     def decorate(factory: PolicyFactory) -> PolicyFactory:
-        POLICIES[name] = (factory, help_)
+        old = POLICIES.get(name)
+        if old is not None and old.diagnostic != diagnostic:
+            raise ValueError(f"policy '{name}' is already registered as "
+                             f"{'a diagnostic' if old.diagnostic else 'a deployable policy'}")
+        POLICIES[name] = PolicyEntry(factory, help_, diagnostic)
         return factory
 
     return decorate
+
+
+def policy_names(diagnostic: bool = False) -> list[str]:
+    """The registered names, sorted: the deployable ones, or (``diagnostic``) the measurement-only ones."""
+    return sorted(name for name, entry in POLICIES.items() if entry.diagnostic == diagnostic)
 
 
 def parse_policy_spec(spec: str) -> tuple[str, str | None]:
     """``"name:arg"`` → ``("name", "arg")``; checks the name."""
     name, _, arg = spec.partition(":")
     if name not in POLICIES:
-        valid = ", ".join(f"{n} ({h})" for n, (_, h) in sorted(POLICIES.items()))
-        raise R2AInputError(f"unknown policy '{name}'{did_you_mean(name, POLICIES)}; valid policies: {valid}")
+        valid = ", ".join(f"{n} ({POLICIES[n].help})" for n in policy_names())
+        diagnostics = policy_names(diagnostic=True)
+        more = (f"; {DIAGNOSTICS_HEADING}: {', '.join(diagnostics)}" if diagnostics else
+                "; the diagnostics (scripted experts, oracles, ablations, earlier R2A variants) are known to the "
+                "benchmark's commands (r2a bench, r2a serve, r2a policy dagger; r2a policy list --all)")
+        raise R2AInputError(f"unknown policy '{name}'{did_you_mean(name, POLICIES)}; valid policies: {valid}{more}")
     return name, arg or None
 
 
 def make_policy(spec: str, sim: Any = None, seed: int = 0) -> Policy:
     """Build the policy named by ``spec``; ``sim`` may be None for policies that do not need a simulator."""
     name, arg = parse_policy_spec(spec)
-    return POLICIES[name][0](PolicyContext(sim=sim, seed=seed, arg=arg))
+    return POLICIES[name].factory(PolicyContext(sim=sim, seed=seed, arg=arg))
 
 
-def _require_sim(ctx: PolicyContext, name: str) -> None:
+def require_sim(ctx: PolicyContext, name: str) -> None:
+    """For a factory whose policy reads the simulator's privileged state: refuse to build it without one."""
     if ctx.sim is None:
         raise R2AInputError(f"policy '{name}' reads the simulator's privileged state; it needs a simulator "
                             "(it cannot be served or run outside the benchmark)")
+
+
+def require_argument(ctx: PolicyContext, name: str, expected: str) -> str:
+    """The text after ``name:``; its absence is an input error that says what ``expected`` it is."""
+    if not ctx.arg:
+        raise R2AInputError(f"policy '{name}' needs an argument: {expected}")
+    return ctx.arg
 
 
 def _query_options(query: str, types: dict[str, type], where: str) -> dict[str, Any]:
@@ -97,8 +141,8 @@ def _shipped_base(ctx: PolicyContext, name: str, checkpoint: Path) -> Policy:
     return _builtin_vla(str(checkpoint), query, f"{name}:{ctx.arg}")
 
 
-@register_policy("builtin-libero", "the built-in VLA trained on libero_spatial and libero_object (issue 34; "
-                                   "r2a/assets/builtin_libero), options as builtin's: "
+@register_policy("builtin-libero", "the built-in VLA trained on libero_spatial and libero_object "
+                                   "(r2a/assets/builtin_libero), options as builtin's: "
                                    "'builtin-libero:?n_action_steps=4'")
 def _builtin_libero(ctx: PolicyContext) -> Policy:
     from r2a.vla.policy import BUILTIN_LIBERO_CHECKPOINT
@@ -107,39 +151,12 @@ def _builtin_libero(ctx: PolicyContext) -> Policy:
 
 
 @register_policy("builtin-libero-strong", "the strong LIBERO base: the built-in recipe in full (spread arm starts, "
-                                          "DART, DAgger) on libero_spatial and libero_object (issue 46; "
-                                          "r2a/assets/builtin_libero_strong), options as builtin's")
+                                          "DART, DAgger) on libero_spatial and libero_object "
+                                          "(r2a/assets/builtin_libero_strong), options as builtin's")
 def _builtin_libero_strong(ctx: PolicyContext) -> Policy:
     from r2a.vla.policy import BUILTIN_LIBERO_STRONG_CHECKPOINT
 
     return _shipped_base(ctx, "builtin-libero-strong", BUILTIN_LIBERO_STRONG_CHECKPOINT)
-
-
-@register_policy("expert", "the task's scripted expert (privileged simulator state)")
-def _expert(ctx: PolicyContext) -> Policy:
-    _require_sim(ctx, "expert")
-    from demos.experts.scripted import make_expert
-
-    return make_expert(ctx.sim)
-
-
-@register_policy("expert_noisy", "scripted expert with Gaussian action noise, 'expert_noisy:SIGMA' (default 0.5)")
-def _expert_noisy(ctx: PolicyContext) -> Policy:
-    _require_sim(ctx, "expert_noisy")
-    from demos.experts.scripted import make_expert
-    from r2a.policies.wrappers import ActionNoisePolicy
-
-    try:
-        sigma = float(ctx.arg) if ctx.arg else 0.5
-    except ValueError:
-        raise R2AInputError(f"expert_noisy:{ctx.arg}: expected a number (noise standard deviation)") from None
-    return ActionNoisePolicy(make_expert(ctx.sim), sigma, ctx.sim.action_space, ctx.seed)
-
-
-def _adapter_arg(ctx: PolicyContext, name: str, expected: str) -> str:
-    if not ctx.arg:
-        raise R2AInputError(f"policy '{name}' needs an argument: {expected}")
-    return ctx.arg
 
 
 def _action_space(ctx: PolicyContext) -> Any:
@@ -154,7 +171,7 @@ def _callable(ctx: PolicyContext) -> Policy:
     from r2a.adapters.callable_policy import CallablePolicy, load_callable
     from r2a.adapters.guard import GuardedPolicy
 
-    spec, space = _adapter_arg(ctx, "callable", "'callable:package.module:function'"), _action_space(ctx)
+    spec, space = require_argument(ctx, "callable", "'callable:package.module:function'"), _action_space(ctx)
     target = load_callable(spec)
     if isinstance(target, type) and hasattr(target, "infer"):
         inner: Policy = target()  # a Policy class with a no-argument constructor
@@ -171,7 +188,7 @@ def _openpi(ctx: PolicyContext) -> Policy:
     from r2a.adapters.keymap import ADAPTER_DIR, adapter_yaml, load_adapter_config
     from r2a.adapters.openpi_policy import OpenPIWebsocketPolicy
 
-    arg = _adapter_arg(ctx, "openpi", "'openpi:ws://HOST:PORT' or 'openpi:path/to/adapter.yaml' (with url:)")
+    arg = require_argument(ctx, "openpi", "'openpi:ws://HOST:PORT' or 'openpi:path/to/adapter.yaml' (with url:)")
     space = _action_space(ctx)
     is_url = arg.startswith(("ws://", "wss://"))
     if not is_url and not adapter_yaml(arg).is_file():
@@ -194,7 +211,7 @@ def _lerobot(ctx: PolicyContext) -> Policy:
     from r2a.adapters.keymap import load_adapter_config
     from r2a.adapters.lerobot_policy import LeRobotPolicy
 
-    arg = _adapter_arg(ctx, "lerobot", "'lerobot:path/to/checkpoint_dir' or 'lerobot:path/to/adapter.yaml'")
+    arg = require_argument(ctx, "lerobot", "'lerobot:path/to/checkpoint_dir' or 'lerobot:path/to/adapter.yaml'")
     space = _action_space(ctx)
     if arg.endswith((".yaml", ".yml")):
         config = load_adapter_config(arg)
@@ -206,106 +223,15 @@ def _lerobot(ctx: PolicyContext) -> Policy:
     return GuardedPolicy(inner, space, name=f"lerobot:{arg}")
 
 
-# ------------------------------------------------------------------------------------------------- R2A
+# ------------------------------------------------------------------------------------- observation wrappers
 
-def r2a_config_for(spec: str) -> Any:
-    """The R2A config an ``r2a``-family spec names: ``NAME``, ``NAME:CONFIG.yaml``,
-    ``NAME:CONFIG.yaml?section.field=value&...`` or ``NAME:?overrides`` (the ablation's overrides first)."""
-    from r2a.wrapper.build import load_r2a_config
-
-    name, arg = parse_policy_spec(spec)
-    if name not in R2A_ABLATIONS:
-        raise R2AInputError(f"'{spec}' is not an R2A policy; R2A policies: {', '.join(R2A_ABLATIONS)}")
-    path, _, query = (arg or "").partition("?")
-    default = R2A_DEFAULT_CONFIGS.get(name)
-    return load_r2a_config(path or (shipped_path(default) if default else None),
-                           R2A_ABLATIONS[name][0] + [item for item in query.split("&") if item])
-
-
-def _r2a_with(ctx: PolicyContext, name: str, ablation: list[str]) -> Policy:
-    from r2a.wrapper.build import build_r2a
-
-    config = r2a_config_for(f"{name}:{ctx.arg}" if ctx.arg else name)
-    base = make_policy(config.base, ctx.sim, ctx.seed)
-    space = ctx.sim.action_space if ctx.sim is not None else getattr(base, "action_space", None)
-    return build_r2a(config, base, space)
-
-
-#: the gate trained on r2a-harmonize-hold's closed-loop rows, oracle-S target (r2a/assets/R2A_ASSETS.md)
-CLOSED_LOOP_GATE = "r2a/assets/r2a_gate_closed_loop"
-#: the view warp's gate chosen on training seeds (issue 49 lever 1; docs/experiments/canonicalize.md)
-CANON_GATE = ("canonicalize.min_gain=0.2", "canonicalize.photometric_veto=r2a/assets/r2a_harmonize_stats.json")
-#: the gate bounded at S = 0 on every dimension: the reference is still retrieved (and traced), never blended
-NO_BLEND = ("gate.max_gate=0", "gate.translation=0", "gate.rotation=0")
-
-
-def task_match_by_meaning(min_similarity: float, min_margin: float) -> list[str]:
-    """Task matching by meaning with the thresholds ``r2a retriever task-match`` fitted for a graph on training
-    paraphrases; a prompt that selects no task leaves the base alone (issue 49 lever 2)."""
-    return ["task_match.mode=meaning", f"task_match.min_similarity={min_similarity}",
-            f"task_match.min_margin={min_margin}", "task_match.unknown=base"]
-
-
-R2A_ABLATIONS: dict[str, tuple[list[str], str]] = {
-    "r2a": ([], "the base policy wrapped by R2A; 'r2a' (configs/r2a/builtin.yaml), 'r2a:CONFIG.yaml', options "
-                "'r2a:CONFIG.yaml?gate.translation=0.3&recovery.enabled=false'"),
-    "r2a-knn": (["retrieval.mode=knn"], "R2A with plain FAISS nearest neighbours instead of the GNN (ablation)"),
-    "r2a-nogate": (["gate.kind=replay"], "R2A replaying the reference instead of gating it (ablation)"),
-    "r2a-norecovery": (["recovery.enabled=false"], "R2A without start-pose recovery (ablation)"),
-    "r2a-fixed": (["gate.kind=fixed"], "R2A with the best constant S of the learned gate's training split (ablation)"),
-    "r2a-constant": (["gate.kind=constant"], "R2A with the R2A page's constant S: 0.25 translation, 0.05 rotation"),
-    "r2a-gate-nodisagreement": (["gate.checkpoint=r2a/assets/r2a_gate_nodisagreement"],
-                                "R2A whose learned gate does not read the base's disagreement signal (ablation)"),
-    "r2a-gate-noimage": (["gate.checkpoint=r2a/assets/r2a_gate_noimage"],
-                         "R2A whose learned gate does not read the image-OOD signal (ablation)"),
-    "r2a-harmonize": (["harmonize.enabled=true"],
-                      "R2A around a base whose images are harmonized when the photometric detector fires"),
-    "r2a-harmonize-hold": (["harmonize.enabled=true", "gate.holding_scale=0"],
-                           "r2a-harmonize with the base alone while it commands the gripper closed "
-                           "(carrying, placing)"),
-    "r2a-harmonize-hold-canon": (["harmonize.enabled=true", "gate.holding_scale=0", "canonicalize.enabled=true"],
-                                 "r2a-harmonize-hold around a base whose agentview image is warped back to the "
-                                 "training view (view canonicalization, estimated from the first frame)"),
-    "r2a-harmonize-hold-clgate": (["harmonize.enabled=true", "gate.holding_scale=0",
-                                   f"gate.checkpoint={CLOSED_LOOP_GATE}"],
-                                  "r2a-harmonize-hold whose gate was trained on its own closed-loop rows with "
-                                  "oracle-S targets (issue 35, lever 1)"),
-    "r2a-harmonize-hold-clgate-canon": (["harmonize.enabled=true", "gate.holding_scale=0",
-                                         f"gate.checkpoint={CLOSED_LOOP_GATE}", "canonicalize.enabled=true"],
-                                        "r2a-harmonize-hold-clgate with view canonicalization (levers 1 and 2)"),
-    "r2a-libero": (["harmonize.enabled=true", "gate.holding_scale=0"],
-                   "r2a-harmonize-hold on LIBERO: around the LIBERO base with LIBERO's graph, retriever, gate and "
-                   "statistics (configs/r2a/builtin_libero.yaml; issue 34)"),
-    "r2a-noharm": (["harmonize.enabled=true", "gate.holding_scale=0", f"gate.checkpoint={CLOSED_LOOP_GATE}",
-                    "canonicalize.enabled=true", *CANON_GATE, *task_match_by_meaning(0.65, 0.03)],
-                   "r2a-harmonize-hold-clgate-canon with issue 49's levers, chosen on training seeds: the view warp "
-                   "only when the camera moved (photometric veto, min_gain 0.2) and task matching by meaning (an "
-                   "unknown task leaves the base alone)"),
-    "r2a-libero-noharm": (["harmonize.enabled=true", "gate.holding_scale=0", *task_match_by_meaning(0.70, 0.02)],
-                          "r2a-libero with task matching by meaning (issue 49: an unknown task leaves the base "
-                          "alone; thresholds fitted on the LIBERO graph's training paraphrases)"),
-    "r2a-libero-strong": (["harmonize.enabled=true", "gate.holding_scale=0", *task_match_by_meaning(0.70, 0.02)],
-                          "r2a-libero-noharm's settings around the strong LIBERO base with its own parts, made by "
-                          "r2a fit (configs/fit/builtin_libero_strong.yaml; issue 46)"),
-    "r2a-libero-strong-noharm": (["harmonize.enabled=true", "gate.holding_scale=0",
-                                  *task_match_by_meaning(0.70, 0.02), *NO_BLEND],
-                                 "r2a-libero-strong without the reference blend (S = 0): start-pose recovery, "
-                                 "harmonization and task matching only; chosen on training seeds over the seven "
-                                 "factors, where the blend cost the strong base clean success (issue 46)"),
-}
-#: R2A names whose config is not configs/r2a/builtin.yaml (a config named after the colon replaces it)
-R2A_DEFAULT_CONFIGS: dict[str, str] = {"r2a-libero": "configs/r2a/builtin_libero.yaml",
-                                       "r2a-libero-noharm": "configs/r2a/builtin_libero.yaml",
-                                       "r2a-libero-strong": "configs/r2a/builtin_libero_strong.yaml",
-                                       "r2a-libero-strong-noharm": "configs/r2a/builtin_libero_strong.yaml"}
-
-
-def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
+def harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
+    """The base named after ``name:`` seeing its camera images harmonized (``settings``: HarmonizeSettings')."""
     from r2a.observation.harmonize import HarmonizedPolicy, HarmonizeSettings
     from r2a.wrapper.config import resolve_path
     from r2a_core.visual_ood import load_image_stats
 
-    spec = _adapter_arg(ctx, name, "the base policy's spec, e.g. harmonize:builtin")
+    spec = require_argument(ctx, name, f"the base policy's spec, e.g. {name}:builtin")
     config = HarmonizeSettings(enabled=True, **settings)
     return HarmonizedPolicy(make_policy(spec, ctx.sim, ctx.seed), load_image_stats(resolve_path(config.image_stats)),
                             config)
@@ -314,65 +240,7 @@ def _harmonized(ctx: PolicyContext, name: str, **settings: Any) -> Policy:
 @register_policy("harmonize", "BASE's camera images normalized to the demos' when a photometric visual-OOD detector "
                               "fires (hysteresis), 'harmonize:BASE_SPEC', e.g. harmonize:builtin")
 def _harmonize(ctx: PolicyContext) -> Policy:
-    return _harmonized(ctx, "harmonize")
-
-
-@register_policy("harmonize-always", "BASE's camera images always normalized to the demos' (ablation)")
-def _harmonize_always(ctx: PolicyContext) -> Policy:
-    return _harmonized(ctx, "harmonize-always", mode="always")
-
-
-def _register_r2a(name: str, ablation: list[str], help_: str) -> None:
-    register_policy(name, help_)(lambda ctx: _r2a_with(ctx, name, ablation))
-
-
-for _name, (_ablation, _help) in R2A_ABLATIONS.items():
-    _register_r2a(_name, _ablation, _help)
-
-
-# ------------------------------------------------------------------------------ diagnostic oracles (not deployable)
-
-#: the published variant the oracles change one part of (r2a/policies/oracles.py)
-ORACLE_VARIANT = "r2a-harmonize-hold"
-#: name → (the expert's chunk as the reference, the oracle S as the gate), help
-ORACLES: dict[str, tuple[tuple[bool, bool], str]] = {
-    "oracle-ref": ((True, False), "NOT deployable, a headroom diagnostic (privileged simulator state): "
-                                  "r2a-harmonize-hold blending toward the scripted expert's own next actions"),
-    "oracle-gate": ((False, True), "NOT deployable, a headroom diagnostic: r2a-harmonize-hold with the per-query "
-                                   "S that brings the blend closest to the scripted expert's next actions"),
-    "oracle-both": ((True, True), "NOT deployable, a headroom diagnostic: the expert's next actions as the "
-                                  "reference and the oracle S (the ceiling of the bounded blend)"),
-}
-
-
-def _oracle(ctx: PolicyContext, name: str, expert_reference: bool, oracle_s: bool) -> Policy:
-    _require_sim(ctx, name)
-    from r2a.policies.oracles import build_oracle
-
-    config = r2a_config_for(f"{ORACLE_VARIANT}:{ctx.arg}" if ctx.arg else ORACLE_VARIANT)
-    base = make_policy(config.base, ctx.sim, ctx.seed)
-    return build_oracle(name, config, base, ctx.sim, expert_reference, oracle_s)
-
-
-def _register_oracle(name: str, parts: tuple[bool, bool], help_: str) -> None:
-    register_policy(name, help_)(lambda ctx: _oracle(ctx, name, *parts))
-
-
-for _name, (_parts, _help) in ORACLES.items():
-    _register_oracle(_name, _parts, _help)
-
-
-# ------------------------------------------------------------------------------------- view canonicalization
-
-@register_policy("oracle-canonicalize", "NOT deployable, a headroom diagnostic (privileged simulator state): BASE "
-                                        "seeing the agentview image warped (table-plane homography) from the TRUE "
-                                        "shifted camera pose to the clean one, 'oracle-canonicalize:BASE_SPEC'")
-def _oracle_canonicalize(ctx: PolicyContext) -> Policy:
-    _require_sim(ctx, "oracle-canonicalize")
-    from r2a.observation.canonicalize import OracleCanonicalizedPolicy
-
-    spec = _adapter_arg(ctx, "oracle-canonicalize", "the base policy's spec, e.g. oracle-canonicalize:builtin")
-    return OracleCanonicalizedPolicy(make_policy(spec, ctx.sim, ctx.seed), ctx.sim)
+    return harmonized(ctx, "harmonize")
 
 
 @register_policy("canonicalize", "BASE seeing the agentview image warped back to the training view by the camera "
@@ -382,7 +250,102 @@ def _canonicalize(ctx: PolicyContext) -> Policy:
     from r2a.observation.canonicalize import CanonicalizedPolicy, CanonicalizeSettings, load_reference
     from r2a.wrapper.config import resolve_path
 
-    spec = _adapter_arg(ctx, "canonicalize", "the base policy's spec, e.g. canonicalize:builtin")
+    spec = require_argument(ctx, "canonicalize", "the base policy's spec, e.g. canonicalize:builtin")
     settings = CanonicalizeSettings(enabled=True)
     reference = load_reference(resolve_path(settings.reference))
     return CanonicalizedPolicy(make_policy(spec, ctx.sim, ctx.seed), reference, settings)
+
+
+# ------------------------------------------------------------------------------------------------- R2A
+
+@dataclass(frozen=True)
+class R2AVariant:
+    """An R2A name's settings: ``overrides`` (``section.field=value``) on ``default_config``."""
+
+    overrides: tuple[str, ...]
+    default_config: str | None = None
+    """the config it starts from (None: configs/r2a/builtin.yaml); a config named after the colon replaces it"""
+
+
+#: every R2A name (the generic ``r2a``, the presets, and the diagnostics' variants) → its settings
+R2A_VARIANTS: dict[str, R2AVariant] = {}
+
+
+def register_r2a_variant(name: str, overrides: Sequence[str], help_: str, default_config: str | None = None,
+                         diagnostic: bool = True) -> None:
+    """Register ``name`` as R2A with ``overrides`` applied before a spec's own, on ``default_config`` (None:
+    configs/r2a/builtin.yaml). ``diagnostic`` (the default: a variant is a measurement unless it is a preset the
+    project ships) lists it apart."""
+    register_policy(name, help_, diagnostic)(lambda ctx: _r2a(ctx, name))
+    R2A_VARIANTS[name] = R2AVariant(tuple(overrides), default_config)
+
+
+def r2a_config_for(spec: str) -> Any:
+    """The R2A config an R2A spec names: ``NAME``, ``NAME:CONFIG.yaml`` (or a directory ``r2a fit`` wrote),
+    ``NAME:CONFIG.yaml?section.field=value&...`` or ``NAME:?overrides`` (the variant's overrides first)."""
+    from r2a.wrapper.build import load_r2a_config
+
+    name, arg = parse_policy_spec(spec)
+    if name not in R2A_VARIANTS:
+        raise R2AInputError(f"'{spec}' is not an R2A policy; R2A policies: {', '.join(R2A_VARIANTS)}")
+    variant = R2A_VARIANTS[name]
+    path, _, query = (arg or "").partition("?")
+    default = variant.default_config
+    return load_r2a_config(path or (shipped_path(default) if default else None),
+                           [*variant.overrides, *(item for item in query.split("&") if item)])
+
+
+def _r2a(ctx: PolicyContext, name: str) -> Policy:
+    from r2a.wrapper.build import build_r2a
+
+    config = r2a_config_for(f"{name}:{ctx.arg}" if ctx.arg else name)
+    base = make_policy(config.base, ctx.sim, ctx.seed)
+    space = ctx.sim.action_space if ctx.sim is not None else getattr(base, "action_space", None)
+    return build_r2a(config, base, space)
+
+
+#: the shipped configs of the LIBERO bases' parts
+LIBERO_CONFIG = "configs/r2a/builtin_libero.yaml"
+LIBERO_STRONG_CONFIG = "configs/r2a/builtin_libero_strong.yaml"
+#: harmonized base images, and the base alone while it commands the gripper closed (carrying, placing)
+HARMONIZE_HOLD = ("harmonize.enabled=true", "gate.holding_scale=0")
+#: the gate trained on its own closed-loop rows with oracle-S targets (r2a/assets/R2A_ASSETS.md)
+CLOSED_LOOP_GATE = "r2a/assets/r2a_gate_closed_loop"
+#: view canonicalization's gate chosen on training seeds: warp only when the camera moved, i.e. the estimate gains
+#: over the unmoved view and the photometric detector stays quiet (docs/experiments/canonicalize.md)
+CANON_GATE = ("canonicalize.min_gain=0.2", "canonicalize.photometric_veto=r2a/assets/r2a_harmonize_stats.json")
+#: the gate bounded at S = 0 on every dimension: the reference is still retrieved (and traced), never blended
+NO_BLEND = ("gate.max_gate=0", "gate.translation=0", "gate.rotation=0")
+
+
+def task_match_by_meaning(min_similarity: float, min_margin: float) -> list[str]:
+    """Task matching by meaning with the thresholds ``r2a retriever task-match`` fitted for a graph on training
+    paraphrases; a prompt that selects no task leaves the base alone (docs/experiments/do_no_harm.md)."""
+    return ["task_match.mode=meaning", f"task_match.min_similarity={min_similarity}",
+            f"task_match.min_margin={min_margin}", "task_match.unknown=base"]
+
+
+register_r2a_variant(
+    "r2a", [], "the base policy wrapped by R2A: 'r2a' (configs/r2a/builtin.yaml around builtin), 'r2a:CONFIG.yaml', "
+               "'r2a:FIT_DIR' (the parts r2a fit made for any base), options "
+               "'r2a:CONFIG.yaml?gate.translation=0.3&recovery.enabled=false'", diagnostic=False)
+# One preset per shipped base, named for it: the settings the project recommends for that base today, each chosen on
+# training seeds before its test episodes ran (docs/experiments/do_no_harm.md, docs/experiments/libero_strong.md).
+# A later recommendation gets a new name; these keep meaning what their published runs measured.
+register_r2a_variant(
+    "r2a-builtin", [*HARMONIZE_HOLD, f"gate.checkpoint={CLOSED_LOOP_GATE}", "canonicalize.enabled=true", *CANON_GATE,
+                    *task_match_by_meaning(0.65, 0.03)],
+    "R2A as recommended around builtin: harmonized images, the base alone while it holds the gripper closed, the "
+    "closed-loop gate, the view warped back only when the camera moved, task matching by meaning (an unknown task "
+    "leaves the base alone); options as r2a's", diagnostic=False)
+register_r2a_variant(
+    "r2a-builtin-libero", [*HARMONIZE_HOLD, *task_match_by_meaning(0.70, 0.02)],
+    "R2A as recommended around builtin-libero, with its LIBERO graph, retriever, gate and statistics "
+    f"({LIBERO_CONFIG}): harmonized images, the base alone while it holds the gripper closed, task matching by "
+    "meaning; options as r2a's", LIBERO_CONFIG, diagnostic=False)
+register_r2a_variant(
+    "r2a-builtin-libero-strong", [*HARMONIZE_HOLD, *task_match_by_meaning(0.70, 0.02), *NO_BLEND],
+    "R2A as recommended around builtin-libero-strong, with the parts r2a fit made for it "
+    f"({LIBERO_STRONG_CONFIG}): start-pose recovery, harmonized images and task matching by meaning, no reference "
+    "blend (S = 0: on this strong base the blend cost clean success); options as r2a's", LIBERO_STRONG_CONFIG,
+    diagnostic=False)

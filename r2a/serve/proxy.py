@@ -141,17 +141,17 @@ def check_adapter(keymap: KeyMap) -> None:
 
 def build_proxy(spec: str, upstream_url: str, keymap: KeyMap | None = None, *, api_key: str | None = None,
                 timeout: float = 60.0, connect_timeout: float = 30.0, reconnect_timeout: float = 2.0) -> R2AProxyPolicy:
-    """``spec`` (``r2a``, ``r2a-knn``, … with ``:CONFIG.yaml?section.field=value&…``) around the server at
+    """``spec`` (``r2a``, ``r2a-builtin``, … with ``:CONFIG.yaml?section.field=value&…``) around the server at
     ``upstream_url``, whose client speaks ``keymap``'s model format (default: r2a's own keys). The config's
     ``base`` is replaced by the upstream. Raises :class:`R2AInputError` when the upstream does not answer within
     ``connect_timeout`` seconds: the proxy announces the upstream's metadata to every client, so it needs it."""
-    from r2a.policies.registry import R2A_ABLATIONS, parse_policy_spec, r2a_config_for
+    from r2a.policies.registry import R2A_VARIANTS, parse_policy_spec, r2a_config_for
     from r2a.wrapper.build import build_r2a
 
     name, _ = parse_policy_spec(spec)
-    if name not in R2A_ABLATIONS:
+    if name not in R2A_VARIANTS:
         raise R2AInputError(f"--upstream puts R2A in front of a policy server: --policy must be "
-                            f"{', '.join(R2A_ABLATIONS)} (optionally :CONFIG.yaml), got '{spec}'")
+                            f"{', '.join(R2A_VARIANTS)} (optionally :CONFIG.yaml), got '{spec}'")
     keymap = keymap or KeyMap.identity()
     check_adapter(keymap)
     config = dataclasses.replace(r2a_config_for(spec), base=f"openpi:{upstream_url}")

@@ -22,7 +22,7 @@ from r2a_core.types import PROMPT, STATE_EE_POS, STATE_EE_QUAT, STATE_GRIPPER, S
 BUILTIN_CHECKPOINT = shipped_path("r2a/assets/builtin_vla")
 #: the LIBERO base (registry name builtin-libero): the same network and recipe on libero_spatial + libero_object
 BUILTIN_LIBERO_CHECKPOINT = shipped_path("r2a/assets/builtin_libero")
-#: the strong LIBERO base (registry name builtin-libero-strong, issue 46): the built-in recipe in full (spread arm
+#: the strong LIBERO base (registry name builtin-libero-strong): the built-in recipe in full (spread arm
 #: starts, DART, two DAgger rounds) on the same suites; r2a/assets/builtin_libero_strong/README.md
 BUILTIN_LIBERO_STRONG_CHECKPOINT = shipped_path("r2a/assets/builtin_libero_strong")
 

@@ -2,9 +2,9 @@
 
 The wrapper runs as always (retrieval, its fallbacks, the gate, the holding rule, the blend); a source only
 swaps what it names, so a measurement with a source differs from the published wrapper in exactly that part.
-The diagnostic oracles (:mod:`r2a.policies.oracles`: the scripted expert's own next actions as the reference, the
-per-query best S) are the sources this project has; they read the simulator's privileged state and are not
-deployable.
+The diagnostic oracles (``eval/oracles.py``, registered by the benchmark: the scripted expert's own next actions
+as the reference, the per-query best S) are the sources this project has; they read the simulator's privileged
+state and are not deployable.
 """
 
 from __future__ import annotations

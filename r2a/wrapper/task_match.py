@@ -2,11 +2,12 @@
 
 Retrieval restricts its candidates to the graph task whose instruction is the prompt. A paraphrase ("lift the red
 cube") matches no instruction exactly, and retrieval then pooled every task's demos — on LIBERO-Plus's language
-family that took 31 % of chunks far from the graph and cost 10 points (issue 49). Here the prompt is compared with
-each graph task's instruction in the frozen sentence embedding the built-in VLA ships (all-MiniLM-L6-v2): the nearest
-task is taken when it is close enough (``min_similarity``) and clearly nearer than the second (``min_margin``), both
-fitted on training paraphrases disjoint from the benchmark's lists (``r2a retriever task-match``); otherwise the
-matcher says it does not know the task, and the wrapper leaves the base alone (``unknown: base``).
+family that took 31 % of chunks far from the graph and cost 10 points (docs/experiments/do_no_harm.md). Here the
+prompt is compared with each graph task's instruction in the frozen sentence embedding the built-in VLA ships
+(all-MiniLM-L6-v2): the nearest task is taken when it is close enough (``min_similarity``) and clearly nearer than
+the second (``min_margin``), both fitted on training paraphrases disjoint from the benchmark's lists
+(``r2a retriever task-match``); otherwise the matcher says it does not know the task, and the wrapper leaves the base
+alone (``unknown: base``).
 """
 
 from __future__ import annotations

@@ -86,6 +86,7 @@ paired() {
       --out "${dirs[-1]}" --workers "$WORKERS"
   done
   "$R2A" bench merge "$report" "${dirs[@]}" --base-policy "$BASE"
+  "$R2A" bench publish "$report"   # as docs/results/ stores it: gzipped records, WebP strips, a slim summary
   "$R2A" bench view "$report" --out "$report/viewer"
 }
 
@@ -111,6 +112,7 @@ if want screen; then
     --set "base_policy=$BASE" --policy "$BASE" --policy "r2a:$FIT" --policy "r2a:$FIT/r2a.yaml$NOBLEND" \
     --out "$RUNS/screen" --workers "$WORKERS"
   rm -rf "$RESULTS/act_screen" && cp -r "$RUNS/screen" "$RESULTS/act_screen"   # published beside the test runs
+  "$R2A" bench publish "$RESULTS/act_screen"
 fi
 if want runs; then
   CHOSEN=$(chosen_variant)

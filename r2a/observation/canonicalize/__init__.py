@@ -1,5 +1,5 @@
 """View canonicalization: warp a moved third-person camera's image back toward the training view before the base
-policy sees it (issue 35, lever 2).
+policy sees it (docs/experiments/canonicalize.md).
 
 Under the benchmark's camera shift no action-side blend helps (docs/experiments/headroom.md): the base's chunks go
 wrong because what it sees is not what it was trained on. The table is a plane, so the part of the scene on it
